@@ -1,8 +1,9 @@
 """Model and hardware specifications used throughout the course.
 
-A :class:`ModelSpec` holds just the shape numbers that decide how large a model's KV cache is and how
-many FLOPs one token costs; a :class:`GPUSpec` holds the memory size, peak throughput and bandwidth of
-an accelerator. The numbers are the published configurations of each model and data sheet.
+A :class:`ModelSpec` holds just the shape numbers that decide how large a model's KV cache is and
+how many FLOPs one token costs; a :class:`GPUSpec` holds the memory size, peak throughput and
+bandwidth of an accelerator. The numbers are the published configurations of each model and data
+sheet.
 """
 
 from __future__ import annotations
@@ -173,9 +174,15 @@ LLAMA31_70B = ModelSpec(
 MODELS: dict[str, ModelSpec] = {m.name: m for m in (OPT_13B, LLAMA2_70B, LLAMA31_8B, LLAMA31_70B)}
 
 # Decimal gigabytes, as on the data sheets and in the vLLM paper.
-A100_40GB = GPUSpec("A100-40GB", memory_bytes=40 * 10**9, peak_flops=312e12, memory_bandwidth=1.555e12)
-A100_80GB = GPUSpec("A100-80GB", memory_bytes=80 * 10**9, peak_flops=312e12, memory_bandwidth=2.039e12)
-A800_80GB = GPUSpec("A800-80GB", memory_bytes=80 * 10**9, peak_flops=312e12, memory_bandwidth=2.039e12)
+A100_40GB = GPUSpec(
+    "A100-40GB", memory_bytes=40 * 10**9, peak_flops=312e12, memory_bandwidth=1.555e12
+)
+A100_80GB = GPUSpec(
+    "A100-80GB", memory_bytes=80 * 10**9, peak_flops=312e12, memory_bandwidth=2.039e12
+)
+A800_80GB = GPUSpec(
+    "A800-80GB", memory_bytes=80 * 10**9, peak_flops=312e12, memory_bandwidth=2.039e12
+)
 H200 = GPUSpec("H200", memory_bytes=141 * 10**9, peak_flops=989e12, memory_bandwidth=4.8e12)
 
 #: The accelerators the course refers to, by name.

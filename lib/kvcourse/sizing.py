@@ -1,13 +1,14 @@
 """KV-cache and compute sizing (§1, §9; exercises 1, 8 and 9).
 
-Every function here is closed-form arithmetic on a :class:`~kvcourse.models.ModelSpec`: how many bytes
-of K and V one token leaves behind, how many tokens fit next to the weights on a GPU, how many FLOPs it
-takes to recompute a token, and how long reading it back over a link would take instead.
+Every function here is closed-form arithmetic on a :class:`~kvcourse.models.ModelSpec`: how many
+bytes of K and V one token leaves behind, how many tokens fit next to the weights on a GPU, how
+many FLOPs it takes to recompute a token, and how long reading it back over a link would take
+instead.
 
-The FLOP model counts the dense matrix multiplications of one forward pass (2 FLOPs per multiply-add):
-the Q/K/V/O projections, the MLP and the output head, plus attention's two matmuls (QKᵀ and AV), which
-cost ``4 · layers · heads · head_dim`` FLOPs per token of context. Norms, softmax and biases are left
-out: they are well under 1 % of the total for these models.
+The FLOP model counts the dense matrix multiplications of one forward pass (2 FLOPs per
+multiply-add): the Q/K/V/O projections, the MLP and the output head, plus attention's two matmuls
+(QKᵀ and AV), which cost ``4 · layers · heads · head_dim`` FLOPs per token of context. Norms,
+softmax and biases are left out: they are well under 1 % of the total for these models.
 """
 
 from __future__ import annotations
@@ -128,9 +129,7 @@ def max_concurrent_requests(
     tokens; the computed weights with 10 % kept for activations give ⌊12596 / 2048⌋ = 6.
     """
     tokens_per_request = _check_count("tokens_per_request", tokens_per_request, allow_zero=False)
-    slots = kv_token_capacity(
-        model, gpu, weights=weights, activation_fraction=activation_fraction
-    )
+    slots = kv_token_capacity(model, gpu, weights=weights, activation_fraction=activation_fraction)
     return slots // tokens_per_request
 
 
@@ -143,7 +142,9 @@ def flops_per_token(model: ModelSpec, context_len: int = 0) -> float:
     """
     model = _check_model(model)
     context_len = _check_count("context_len", context_len)
-    linear = model.num_layers * linear_params_per_layer(model) + model.vocab_size * model.hidden_size
+    linear = (
+        model.num_layers * linear_params_per_layer(model) + model.vocab_size * model.hidden_size
+    )
     attention = 4 * model.num_layers * model.num_heads * model.head_dim * context_len
     return float(2 * linear + attention)
 
@@ -151,8 +152,8 @@ def flops_per_token(model: ModelSpec, context_len: int = 0) -> float:
 def prefill_flops(model: ModelSpec, num_tokens: int, cached_tokens: int = 0) -> float:
     """FLOPs to prefill ``num_tokens`` new tokens after ``cached_tokens`` already in the KV cache.
 
-    Token ``i`` (1-based, counting the cached ones) attends to ``i`` tokens under the causal mask, so
-    the attention term sums ``i`` over the new positions.
+    Token ``i`` (1-based, counting the cached ones) attends to ``i`` tokens under the causal
+    mask, so the attention term sums ``i`` over the new positions.
     """
     num_tokens = _check_count("num_tokens", num_tokens)
     cached_tokens = _check_count("cached_tokens", cached_tokens)

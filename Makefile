@@ -1,0 +1,63 @@
+# One command per job. Every target creates the virtual environment first if it is missing or
+# older than pyproject.toml, so `make book` and `make test` work on a fresh clone.
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# The CPU build of PyTorch; pip takes it from a local wheel where one is provided. Override on a GPU
+# machine, e.g. `make TORCH_SPEC="torch==2.11.0" test`, or with an already installed torch.
+TORCH_SPEC ?= torch==2.13.0
+ASSIGNMENTS ?=
+
+.PHONY: help venv book test lint format lab release autograde feedback export clean
+
+help:
+	@echo "make book       build the book into _build/html (creates .venv on first use)"
+	@echo "make test       lint, check formatting, run every test (library, assignments, book build)"
+	@echo "make lab        open the student notebooks in JupyterLab"
+	@echo "make release    regenerate notebooks/ from solutions/ (instructors)"
+	@echo "make autograde  autograde every submission under grading/submitted/"
+	@echo "make feedback   write feedback (hidden tests removed) under grading/feedback/"
+	@echo "make export     export grades to grading/grades.csv"
+	@echo "make format     apply ruff's formatting and safe fixes"
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"
+	$(BIN)/python -m pip install --quiet -e ".[test]"
+	touch $@
+
+venv: $(VENV)/.installed
+
+book: venv
+	$(BIN)/jupyter-book build . -W -n --keep-going
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test: lint
+	$(BIN)/python -m pytest
+
+format: venv
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+lab: venv
+	$(BIN)/jupyter lab notebooks/
+
+release: venv
+	$(BIN)/kvcourse-grade release $(ASSIGNMENTS)
+
+autograde: venv
+	$(BIN)/kvcourse-grade autograde $(ASSIGNMENTS)
+
+feedback: venv
+	$(BIN)/kvcourse-grade feedback $(ASSIGNMENTS)
+
+export: venv
+	$(BIN)/kvcourse-grade export
+
+clean:
+	rm -rf _build .pytest_cache .ruff_cache
