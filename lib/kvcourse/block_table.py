@@ -1,0 +1,196 @@
+"""One sequence's block table (§4.1): logical KV blocks → physical blocks in a :class:`BlockPool`.
+
+A sequence sees its KV cache as contiguous: token ``p`` lives in *logical* block ``p // B`` at
+offset ``p % B`` (``B`` the block size). The block table records which *physical* block each
+logical block is, so the physical blocks can sit anywhere in the pool. Blocks are allocated on
+demand: a new one only when the last one is full, so at most ``B - 1`` slots of a sequence are
+ever empty (:attr:`BlockTable.wasted_slots`).
+
+This module does bookkeeping only; the K and V tensors live in :mod:`kvcourse.kv_cache`.
+Sharing blocks between sequences (fork and copy-on-write) is §5's business: the pool's reference
+counts already support it, and :meth:`BlockTable.append` refuses to write into a partly filled
+block that another table also holds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvcourse.block_pool import BlockPool, as_index
+
+
+class SharedBlockWriteError(RuntimeError):
+    """Raised when an append would write into a block that other block tables also hold.
+
+    Writing there would change the other sequences' KV too; copy-on-write (§5) must first give this
+    sequence its own copy of the block.
+    """
+
+
+@dataclass(frozen=True)
+class BlockTableEntry:
+    """One row of a block table, for drawing: logical block ``logical`` is physical block
+    ``physical`` and holds ``filled`` tokens (``block_size`` except possibly in the last row)."""
+
+    logical: int
+    physical: int
+    filled: int
+
+
+class BlockTable:
+    """The logical → physical block map of one sequence, over a shared :class:`BlockPool`.
+
+    Invariants, true after every call (including one that raised):
+
+    * ``num_blocks == ceil(num_tokens / block_size)``: exactly the blocks the tokens need;
+    * ``0 <= wasted_slots = capacity - num_tokens <= block_size - 1``;
+    * the table holds one pool reference per block it lists.
+
+    >>> pool = BlockPool(num_blocks=8, block_size=4, taken=[0, 2, 3, 5, 6])
+    >>> table = BlockTable(pool)
+    >>> table.append(7)  # prefill of a 7-token prompt: two blocks
+    [1, 4]
+    >>> table.append(1)  # the first generated token fills block 4's last slot
+    []
+    >>> table.append(1)  # the next one needs a third block
+    [7]
+    """
+
+    def __init__(self, pool: BlockPool) -> None:
+        if not isinstance(pool, BlockPool):
+            raise TypeError(f"pool must be a BlockPool, got {pool!r}")
+        self._pool = pool
+        self._blocks: list[int] = []
+        self._num_tokens = 0
+
+    # ------------------------------------------------------------------ sizes
+
+    @property
+    def pool(self) -> BlockPool:
+        """The pool the physical blocks come from."""
+        return self._pool
+
+    @property
+    def block_size(self) -> int:
+        """Token slots per block (the pool's)."""
+        return self._pool.block_size
+
+    @property
+    def block_ids(self) -> tuple[int, ...]:
+        """Physical block ids in logical order: ``block_ids[i]`` holds tokens ``i·B .. i·B+B-1``."""
+        return tuple(self._blocks)
+
+    @property
+    def num_tokens(self) -> int:
+        """How many tokens the sequence has stored."""
+        return self._num_tokens
+
+    @property
+    def num_blocks(self) -> int:
+        """How many physical blocks the table holds."""
+        return len(self._blocks)
+
+    @property
+    def capacity(self) -> int:
+        """Token slots in the table's blocks: ``num_blocks × block_size``."""
+        return len(self._blocks) * self._pool.block_size
+
+    @property
+    def wasted_slots(self) -> int:
+        """Allocated but empty slots (internal fragmentation), always at most ``block_size - 1``."""
+        return self.capacity - self._num_tokens
+
+    def __len__(self) -> int:
+        return self._num_tokens
+
+    def __repr__(self) -> str:
+        return (
+            f"BlockTable(blocks={self._blocks}, num_tokens={self._num_tokens}, "
+            f"block_size={self._pool.block_size})"
+        )
+
+    # ------------------------------------------------------------------ queries
+
+    def blocks_needed(self, num_tokens: int = 1) -> int:
+        """How many new blocks :meth:`append` of ``num_tokens`` tokens would allocate.
+
+        A scheduler asks this before appending, to know whether the pool can take the step.
+        """
+        num_tokens = _check_count("num_tokens", num_tokens)
+        size = self._pool.block_size
+        total_blocks = -(-(self._num_tokens + num_tokens) // size)  # ceil division
+        return total_blocks - len(self._blocks)
+
+    def slot_of(self, position: int) -> tuple[int, int]:
+        """``(physical block, offset)`` where token ``position`` (0-based) of the sequence lives.
+
+        Raises ``IndexError`` for a negative position or one at or past :attr:`num_tokens`.
+        """
+        position = as_index(position, "position")
+        if not 0 <= position < self._num_tokens:
+            if self._num_tokens == 0:
+                raise IndexError(f"position {position} is out of range: the sequence is empty")
+            raise IndexError(
+                f"position {position} is out of range: the sequence has {self._num_tokens} "
+                f"tokens, at positions 0..{self._num_tokens - 1}"
+            )
+        logical, offset = divmod(position, self._pool.block_size)
+        return self._blocks[logical], offset
+
+    def entries(self) -> list[BlockTableEntry]:
+        """The table as rows ``(logical, physical, filled)``, for printing and drawing."""
+        size = self._pool.block_size
+        return [
+            BlockTableEntry(i, block, min(size, self._num_tokens - i * size))
+            for i, block in enumerate(self._blocks)
+        ]
+
+    # ------------------------------------------------------------------ changes
+
+    def append(self, num_tokens: int = 1) -> list[int]:
+        """Make room for ``num_tokens`` more tokens and return the newly allocated block ids.
+
+        New tokens first fill the free slots of the last block; a new block is taken from the pool
+        only when that one is full. All or nothing: if the pool has too few free blocks,
+        :class:`~kvcourse.block_pool.OutOfBlocksError` is raised and the table and pool are
+        unchanged. Raises :class:`SharedBlockWriteError` if the tokens would go into a partly
+        filled last block that other tables also hold (copy it first, §5).
+        """
+        needed = self.blocks_needed(num_tokens)
+        if num_tokens > 0 and self.wasted_slots > 0:
+            last = self._blocks[-1]
+            holders = self._pool.ref_count(last)
+            if holders > 1:
+                raise SharedBlockWriteError(
+                    f"the last block ({last}) is shared by {holders} references; appending would "
+                    f"write into the other sequences' KV too. Copy the block first "
+                    f"(copy-on-write, §5), then append"
+                )
+        new_blocks = self._pool.allocate_many(needed)  # raises before anything changed
+        self._blocks.extend(new_blocks)
+        self._num_tokens += num_tokens
+        return new_blocks
+
+    def free(self) -> list[int]:
+        """Drop this table's reference to each of its blocks and empty the table.
+
+        Returns the blocks that went back on the pool's free list (those no other table holds).
+        The table can be appended to again afterwards.
+        """
+        for block in set(self._blocks):
+            if self._pool.ref_count(block) < self._blocks.count(block):
+                raise RuntimeError(
+                    f"block {block} has fewer pool references than this table holds; it was "
+                    f"released behind the table's back. Release blocks through BlockTable.free()"
+                )
+        returned = [block for block in self._blocks if self._pool.release(block)]
+        self._blocks = []
+        self._num_tokens = 0
+        return returned
+
+
+def _check_count(name: str, value: object) -> int:
+    value = as_index(value, name)
+    if value < 0:
+        raise ValueError(f"{name} must be zero or more, got {value}")
+    return value

@@ -1,0 +1,309 @@
+"""A tiny decoder-only transformer that runs on any KV cache (§4, demo 2).
+
+Random weights from a seed, float64 on the CPU: small enough to read in one sitting, real enough
+to show that paging changes *where* the KV lives and not *what* the model computes. Architecture
+(Llama-like): token embedding, ``num_layers`` blocks of RMSNorm → grouped-query attention with
+rotary position embeddings (RoPE) → residual, RMSNorm → SwiGLU MLP → residual, then a final
+RMSNorm and an output projection to the vocabulary.
+
+:meth:`TinyTransformer.forward` takes a *ragged batch*: for each sequence, the token ids that are
+new this step (a whole prompt for prefill, one token for decode, mixed freely in one batch). The
+linear layers run on all new tokens of the batch at once; attention runs per sequence, against
+that sequence's cache (selective batching, as in Orca and vLLM). The cache is anything with the
+:class:`~kvcourse.kv_cache.KVCache` methods ``length``, ``write`` and ``read``.
+
+:func:`paged_vs_contiguous` runs the lecture's experiment in one call: a batch of uneven prompts,
+prefill plus greedy decode steps, on a contiguous cache and on paged caches of several block
+sizes, and reports the largest logit difference.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+from kvcourse.block_pool import BlockPool
+from kvcourse.blockwise_attention import blockwise_attention, contiguous_attention
+from kvcourse.kv_cache import ContiguousKVCache, KVCache, ManagedKVCache, PagedKVCache
+
+Batch = Mapping[Hashable, Sequence[int]] | Iterable[tuple[Hashable, Sequence[int]]]
+AttentionMode = Literal["read", "blockwise"]
+
+
+@dataclass(frozen=True)
+class TinyConfig:
+    """Shape of the tiny model. ``num_heads`` query heads share ``num_kv_heads`` KV heads (GQA)."""
+
+    vocab_size: int = 128
+    d_model: int = 64
+    num_layers: int = 2
+    num_heads: int = 4
+    num_kv_heads: int = 2
+    ffn_size: int = 128
+    rope_base: float = 10000.0
+    norm_eps: float = 1e-6
+
+    def __post_init__(self) -> None:
+        for name in (
+            "vocab_size",
+            "d_model",
+            "num_layers",
+            "num_heads",
+            "num_kv_heads",
+            "ffn_size",
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"TinyConfig: {name} must be a positive int, got {value!r}")
+        if self.d_model % self.num_heads or self.num_heads % self.num_kv_heads:
+            raise ValueError(
+                f"TinyConfig: d_model ({self.d_model}) must split evenly into num_heads "
+                f"({self.num_heads}), and num_heads into num_kv_heads ({self.num_kv_heads})"
+            )
+        if (self.d_model // self.num_heads) % 2:
+            raise ValueError("TinyConfig: the head size d_model / num_heads must be even for RoPE")
+
+    @property
+    def head_dim(self) -> int:
+        """Size of one attention head, ``d_model / num_heads``."""
+        return self.d_model // self.num_heads
+
+
+class TinyTransformer:
+    """The tiny model with weights drawn from ``seed``; :meth:`forward` runs a ragged batch."""
+
+    def __init__(self, config: TinyConfig | None = None, *, seed: int = 0) -> None:
+        self.config = c = config or TinyConfig()
+        gen = torch.Generator().manual_seed(seed)
+
+        def weight(fan_in: int, *shape: int) -> torch.Tensor:
+            return torch.randn(*shape, generator=gen, dtype=torch.float64) / math.sqrt(fan_in)
+
+        q_width, kv_width = c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim
+        self.embed = weight(1, c.vocab_size, c.d_model)
+        self.layers = [
+            {
+                "wq": weight(c.d_model, c.d_model, q_width),
+                "wk": weight(c.d_model, c.d_model, kv_width),
+                "wv": weight(c.d_model, c.d_model, kv_width),
+                "wo": weight(q_width, q_width, c.d_model),
+                "w_gate": weight(c.d_model, c.d_model, c.ffn_size),
+                "w_up": weight(c.d_model, c.d_model, c.ffn_size),
+                "w_down": weight(c.ffn_size, c.ffn_size, c.d_model),
+            }
+            for _ in range(c.num_layers)
+        ]
+        self.lm_head = weight(c.d_model, c.d_model, c.vocab_size)
+        half = c.head_dim // 2
+        self.inv_freq = c.rope_base ** (-torch.arange(half, dtype=torch.float64) / half)
+
+    # ------------------------------------------------------------------ caches for this model
+
+    def contiguous_cache(self) -> ContiguousKVCache:
+        """An empty contiguous KV cache shaped for this model."""
+        c = self.config
+        return ContiguousKVCache(c.num_layers, c.num_kv_heads, c.head_dim)
+
+    def paged_cache(self, pool: BlockPool) -> PagedKVCache:
+        """An empty paged KV cache shaped for this model, taking its blocks from ``pool``."""
+        c = self.config
+        return PagedKVCache(pool, c.num_layers, c.num_kv_heads, c.head_dim)
+
+    # ------------------------------------------------------------------ the model
+
+    def forward(
+        self, batch: Batch, cache: KVCache, *, attention: AttentionMode = "read"
+    ) -> dict[Hashable, torch.Tensor]:
+        """Run the new tokens of each sequence and return their logits, ``[new_tokens, vocab]``
+        per sequence id, in batch order. Writes the new tokens' K and V into ``cache``.
+
+        ``batch`` maps sequence id → new token ids (a dict or a list of pairs). Each new token
+        attends to the sequence's cached tokens and to the new tokens up to itself (causal).
+        ``attention="read"`` reads each layer's K and V through ``cache.read`` and runs plain
+        attention; ``"blockwise"`` walks the block table with the online softmax instead and needs
+        a cache with ``paged_view`` (a :class:`~kvcourse.kv_cache.PagedKVCache`).
+
+        Everything is checked before the first write: unknown sequences, bad token ids and, for a
+        cache with a ``check_room`` method, a step that would not fit in its memory all raise
+        with the cache unchanged.
+        """
+        items = self._check_batch(batch, cache, attention)
+        c = self.config
+        starts = [cache.length(seq_id) for seq_id, _ in items]  # before anything is written
+        sizes = [len(tokens) for _, tokens in items]
+        tokens = torch.tensor([t for _, ts in items for t in ts], dtype=torch.long)
+        positions = torch.cat([torch.arange(s, s + n) for s, n in zip(starts, sizes, strict=True)])
+        bounds = [0, *torch.cumsum(torch.tensor(sizes), 0).tolist()]
+
+        x = self.embed[tokens]  # [total_new_tokens, d_model]
+        for layer, w in enumerate(self.layers):
+            h = self._rms_norm(x)
+            q = self._rope((h @ w["wq"]).view(-1, c.num_heads, c.head_dim), positions)
+            k = self._rope((h @ w["wk"]).view(-1, c.num_kv_heads, c.head_dim), positions)
+            v = (h @ w["wv"]).view(-1, c.num_kv_heads, c.head_dim)
+            out = torch.empty_like(q)
+            for i, (seq_id, _) in enumerate(items):
+                part = slice(bounds[i], bounds[i + 1])
+                cache.write(seq_id, layer, k[part], v[part])
+                out[part] = self._attend(cache, seq_id, layer, q[part], positions[part], attention)
+            x = x + out.reshape(-1, c.num_heads * c.head_dim) @ w["wo"]
+            h = self._rms_norm(x)
+            x = x + (torch.nn.functional.silu(h @ w["w_gate"]) * (h @ w["w_up"])) @ w["w_down"]
+        logits = self._rms_norm(x) @ self.lm_head
+        return {seq_id: logits[bounds[i] : bounds[i + 1]] for i, (seq_id, _) in enumerate(items)}
+
+    __call__ = forward
+
+    def _attend(
+        self,
+        cache: KVCache,
+        seq_id: Hashable,
+        layer: int,
+        q: torch.Tensor,
+        q_positions: torch.Tensor,
+        attention: AttentionMode,
+    ) -> torch.Tensor:
+        if attention == "blockwise":
+            view = cache.paged_view(seq_id, layer)  # type: ignore[attr-defined]
+            return blockwise_attention(
+                q,
+                view.k_blocks,
+                view.v_blocks,
+                view.block_ids,
+                view.length,
+                q_positions=q_positions,
+            )
+        k, v = cache.read(seq_id, layer)
+        return contiguous_attention(q, k, v, q_positions=q_positions)
+
+    def _rms_norm(self, x: torch.Tensor) -> torch.Tensor:
+        return x / torch.sqrt((x * x).mean(dim=-1, keepdim=True) + self.config.norm_eps)
+
+    def _rope(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """Rotate each pair of dimensions (i, i + D/2) by the angle ``position × inv_freq[i]``."""
+        angles = positions.to(torch.float64)[:, None] * self.inv_freq[None, :]  # [T, D/2]
+        cos, sin = torch.cos(angles)[:, None, :], torch.sin(angles)[:, None, :]
+        first, second = x.chunk(2, dim=-1)
+        return torch.cat([first * cos - second * sin, first * sin + second * cos], dim=-1)
+
+    def _check_batch(
+        self, batch: Batch, cache: KVCache, attention: str
+    ) -> list[tuple[Hashable, list[int]]]:
+        if attention not in ("read", "blockwise"):
+            raise ValueError(f"attention must be 'read' or 'blockwise', got {attention!r}")
+        if attention == "blockwise" and not hasattr(cache, "paged_view"):
+            raise TypeError(
+                f"attention='blockwise' walks block tables, so it needs a paged cache with "
+                f"paged_view(); {type(cache).__name__} has none. Use attention='read'"
+            )
+        pairs = list(batch.items()) if isinstance(batch, Mapping) else list(batch)
+        if not pairs:
+            raise ValueError("the batch is empty; pass at least one (seq_id, token_ids) pair")
+        items: list[tuple[Hashable, list[int]]] = []
+        for pair in pairs:
+            if not isinstance(pair, tuple) or len(pair) != 2:
+                raise TypeError(
+                    f"each batch entry must be a (seq_id, token_ids) pair, got {pair!r}"
+                )
+            seq_id, token_ids = pair
+            ids = token_ids.tolist() if isinstance(token_ids, torch.Tensor) else list(token_ids)
+            if not ids:
+                raise ValueError(
+                    f"sequence {seq_id!r} has no new tokens; leave it out of the batch"
+                )
+            vocab = self.config.vocab_size
+            if not all(isinstance(t, int) and not isinstance(t, bool) for t in ids) or not all(
+                0 <= t < vocab for t in ids
+            ):
+                raise ValueError(
+                    f"sequence {seq_id!r}: token ids must be ints in 0..{vocab - 1}, got {ids}"
+                )
+            items.append((seq_id, ids))
+        seen = [seq_id for seq_id, _ in items]
+        if len(set(seen)) != len(seen):
+            raise ValueError(f"a sequence appears twice in the batch: {seen}; merge its tokens")
+        for seq_id, _ in items:
+            cache.length(seq_id)  # raises for an unknown sequence before anything is written
+        check_room = getattr(cache, "check_room", None)
+        if callable(check_room):  # a cache with a memory limit says now if the step fits
+            check_room({seq_id: len(ids) for seq_id, ids in items})
+        return items
+
+
+def max_logit_difference(
+    cache: ManagedKVCache,
+    *,
+    model: TinyTransformer | None = None,
+    prompt_lengths: Sequence[int] = (5, 17, 33, 2),
+    decode_steps: int = 20,
+    attention: AttentionMode = "read",
+    seed: int = 0,
+) -> float:
+    """Run prefill + greedy decode on ``cache`` beside a contiguous cache; the largest |Δlogit|.
+
+    Sequences ``0, 1, ...`` get random prompts of ``prompt_lengths`` tokens (from ``seed``) and are
+    added to both caches, which must be empty of those ids. All prompts are prefilled in one
+    ragged batch, then all sequences decode ``decode_steps`` tokens together. The next token is
+    the argmax of the *contiguous* run's logits and is fed to both runs, so the two always see
+    the same tokens even if a near-tie would make their argmaxes differ.
+    """
+    model = model or TinyTransformer()
+    if any(isinstance(n, bool) or not isinstance(n, int) or n <= 0 for n in prompt_lengths):
+        raise ValueError(f"prompt_lengths must be positive ints, got {list(prompt_lengths)}")
+    if isinstance(decode_steps, bool) or not isinstance(decode_steps, int) or decode_steps < 0:
+        raise ValueError(f"decode_steps must be an int >= 0, got {decode_steps!r}")
+    gen = torch.Generator().manual_seed(seed)
+    vocab = model.config.vocab_size
+    batch = {
+        i: torch.randint(vocab, (n,), generator=gen).tolist() for i, n in enumerate(prompt_lengths)
+    }
+    reference = model.contiguous_cache()
+    for seq_id in batch:
+        reference.add_sequence(seq_id)
+        cache.add_sequence(seq_id)
+    worst = 0.0
+    for _ in range(decode_steps + 1):
+        expected = model.forward(batch, reference)
+        got = model.forward(batch, cache, attention=attention)
+        for seq_id in batch:
+            worst = max(worst, (got[seq_id] - expected[seq_id]).abs().max().item())
+        batch = {seq_id: [int(expected[seq_id][-1].argmax())] for seq_id in batch}
+    return worst
+
+
+def paged_vs_contiguous(
+    block_sizes: Sequence[int] = (1, 4, 16, 64),
+    *,
+    prompt_lengths: Sequence[int] = (5, 17, 33, 2),
+    decode_steps: int = 20,
+    attention: AttentionMode = "blockwise",
+    seed: int = 0,
+) -> dict[int, float]:
+    """§4's experiment: for each block size, the largest logit difference between a paged cache
+    and a contiguous one over a ragged batch (prefill + ``decode_steps`` greedy steps).
+
+    Each paged cache gets a pool with exactly the blocks the run needs, so running out would show
+    as an error. ``attention="blockwise"`` (the default) attends block by block with the online
+    softmax, so the difference is rounding (about 1e-15); ``"read"`` gathers the blocks into a
+    contiguous tensor first and gives exactly 0.
+    """
+    model = TinyTransformer(seed=seed)
+    result: dict[int, float] = {}
+    for block_size in block_sizes:
+        if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size <= 0:
+            raise ValueError(f"block sizes must be positive ints, got {block_size!r}")
+        needed = sum(-(-(n + decode_steps) // block_size) for n in prompt_lengths)
+        cache = model.paged_cache(BlockPool(needed, block_size))
+        result[block_size] = max_logit_difference(
+            cache,
+            model=model,
+            prompt_lengths=prompt_lengths,
+            decode_steps=decode_steps,
+            attention=attention,
+            seed=seed,
+        )
+    return result
