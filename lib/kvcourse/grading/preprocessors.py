@@ -1,0 +1,201 @@
+"""nbgrader preprocessors that close three gaps of nbgrader 0.9.
+
+``grading/nbgrader_config.py`` puts them into nbgrader's pipelines; they run inside the ordinary
+``nbgrader autograde`` and ``nbgrader generate_feedback`` commands, so the formgrader gets the same
+behaviour as ``kvcourse-grade``.
+
+* :class:`RedactHiddenTests` (feedback): nbgrader copies the autograded notebook into the feedback,
+  hidden tests and their tracebacks included. This removes the hidden regions and replaces the
+  outputs of those cells with a fixed pass/fail line.
+* :class:`DisablePartialCredit` (autograde): nbgrader scores a test cell by its first
+  ``execute_result`` output when there is one. Student code can emit one (``sys.displayhook``)
+  before a failing assertion and be scored by it; the course's tests never use partial credit, so
+  test-cell results are turned into plain ``display_data`` before scoring.
+* :class:`RobustExecute` (autograde): nbgrader's ``Execute`` fails the whole submission when the
+  kernel dies or stays busy after a timeout interrupt. This keeps the cells that already ran and
+  marks the rest as not run, so they score zero and the earlier ones keep their points.
+"""
+
+from __future__ import annotations
+
+import time
+from queue import Empty
+from typing import Any
+
+from jupyter_core.utils import ensure_async, run_sync
+from nbclient.exceptions import CellTimeoutError, DeadKernelError
+from nbformat.notebooknode import NotebookNode
+from nbformat.v4 import new_output
+from nbgrader import utils
+from nbgrader.preprocessors import Execute, NbGraderPreprocessor
+from traitlets import Float, Unicode
+
+#: ``ename`` of the error output RobustExecute gives to cells it could not run.
+NOT_RUN = "CellNotRun"
+
+
+def _error_output(ename: str, evalue: str) -> NotebookNode:
+    return new_output("error", ename=ename, evalue=evalue, traceback=[f"{ename}: {evalue}"])
+
+
+class RedactHiddenTests(NbGraderPreprocessor):
+    """Strip hidden-test regions from test cells and hide what those cells printed.
+
+    A cell with a hidden region keeps its visible lines; its outputs become one line saying whether
+    the hidden tests passed. Nothing from the original outputs survives: a traceback quotes the
+    failing test line, and student code called by a hidden test could print its arguments.
+    """
+
+    begin_delimiter = Unicode("BEGIN HIDDEN TESTS").tag(config=True)
+    end_delimiter = Unicode("END HIDDEN TESTS").tag(config=True)
+    passed_text = Unicode("Hidden tests: passed.\n").tag(config=True)
+    failed_text = Unicode(
+        "Hidden tests: failed. Their code and output are not shown; the comment at the top of "
+        "this cell says what they check.\n"
+    ).tag(config=True)
+    timeout_text = Unicode("Hidden tests: failed (the cell ran past the time limit).\n").tag(
+        config=True
+    )
+    not_run_text = Unicode(
+        "Hidden tests: not run (the kernel had stopped earlier in the notebook).\n"
+    ).tag(config=True)
+
+    def _strip(self, source: str) -> tuple[str, bool]:
+        kept: list[str] = []
+        inside = found = False
+        for line in source.split("\n"):
+            if self.begin_delimiter in line:
+                inside = found = True
+            elif self.end_delimiter in line:
+                inside = False
+            elif not inside:
+                kept.append(line)
+        return "\n".join(kept).rstrip("\n"), found
+
+    def _note(self, outputs: list[Any]) -> str:
+        for output in outputs:
+            if output.get("output_type") == "error":
+                if output.get("ename") == NOT_RUN:
+                    return self.not_run_text
+                if output.get("ename") == "CellTimeoutError":
+                    return self.timeout_text
+                return self.failed_text
+            if output.get("output_type") == "stream" and output.get("name") == "stderr":
+                return self.failed_text  # nbgrader scores stderr output as a failure
+        return self.passed_text
+
+    def preprocess_cell(self, cell: NotebookNode, resources: Any, index: int):
+        if cell.cell_type != "code":
+            return cell, resources
+        source, found = self._strip(cell.source)
+        if found:
+            cell.source = source
+            cell.outputs = [new_output("stream", name="stdout", text=self._note(cell.outputs))]
+        return cell, resources
+
+
+class DisablePartialCredit(NbGraderPreprocessor):
+    """Turn ``execute_result`` outputs of test cells into ``display_data`` so they cannot score."""
+
+    def preprocess_cell(self, cell: NotebookNode, resources: Any, index: int):
+        if cell.cell_type == "code" and utils.is_grade(cell) and not utils.is_solution(cell):
+            outputs = []
+            for output in cell.outputs:
+                if output.get("output_type") == "execute_result":
+                    output = new_output(
+                        "display_data",
+                        data=output.get("data", {}),
+                        metadata=output.get("metadata", {}),
+                    )
+                outputs.append(output)
+            cell.outputs = outputs
+        return cell, resources
+
+
+class RobustExecute(Execute):
+    """nbgrader's ``Execute``, except that a lost kernel no longer fails the whole notebook.
+
+    The kernel is lost when it dies (``os._exit``, a segfault), when it stays busy after a
+    timed-out cell was interrupted (a loop that catches ``KeyboardInterrupt``: nbclient waits
+    ``iopub_timeout`` seconds for it to go idle and raises, or, with ``raise_on_iopub_timeout``
+    off, a kernel_info request goes unanswered for ``unresponsive_grace`` seconds), or when the
+    notebook has run for ``notebook_budget`` seconds. The cell that was running gets an error; every
+    later code cell gets a ``CellNotRun`` error without running, so test cells after the loss score
+    zero and the cells before it keep their grades.
+    """
+
+    unresponsive_grace = Float(
+        10.0,
+        help="Seconds a kernel may take to answer after a timed-out cell is interrupted "
+        "(at most the cell timeout).",
+    ).tag(config=True)
+
+    notebook_budget = Float(
+        300.0,
+        help="Seconds for the whole notebook, kernel start included; once they are spent the "
+        "kernel is stopped and the remaining cells are marked not run. 0 turns the budget off.",
+    ).tag(config=True)
+
+    _lost: str | None = None
+    _started: float = 0.0
+
+    def preprocess(self, nb: NotebookNode, resources: Any = None, km: Any = None):
+        self._lost = None
+        self._started = time.monotonic()
+        return super().preprocess(nb, resources, km)
+
+    def preprocess_cell(self, cell: NotebookNode, resources: Any, index: int):
+        if cell.cell_type != "code" or not cell.source.strip():
+            return super().preprocess_cell(cell, resources, index)
+        spent = time.monotonic() - self._started
+        if self._lost is None and self.notebook_budget and spent > self.notebook_budget:
+            self._lost = f"the notebook used up its {self.notebook_budget:g} s before cell {index}"
+            self.log.error("Execution budget spent before cell %d; stopping the kernel", index)
+            run_sync(self._stop_kernel)()
+        if self._lost is not None:
+            cell.outputs = [_error_output(NOT_RUN, f"not run: {self._lost}")]
+            return cell, resources
+        try:
+            cell, resources = super().preprocess_cell(cell, resources, index)
+        except DeadKernelError:
+            self._lost = f"the kernel died while running cell {index}"
+            self.log.error("Kernel died in cell %d; the remaining cells are marked not run", index)
+            cell.outputs.append(_error_output("DeadKernelError", "the kernel died in this cell"))
+            return cell, self.resources
+        except CellTimeoutError:
+            # nbclient interrupted the cell, but the kernel never went idle (iopub_timeout).
+            self._lost = f"the kernel stayed busy after cell {index} timed out and was stopped"
+            self.log.error("Kernel unresponsive after cell %d timed out; stopping it", index)
+            cell.outputs.append(
+                _error_output("CellTimeoutError", "the cell ran past the time limit")
+            )
+            run_sync(self._stop_kernel)()
+            return cell, self.resources
+        timed_out = any(o.get("ename") == "CellTimeoutError" for o in cell.outputs)
+        grace = min(self.unresponsive_grace, self.timeout or self.unresponsive_grace)
+        if timed_out and not run_sync(self._kernel_answers)(grace):
+            self._lost = f"the kernel stayed busy after cell {index} timed out and was stopped"
+            self.log.error("Kernel unresponsive after cell %d timed out; stopping it", index)
+            run_sync(self._stop_kernel)()
+        return cell, resources
+
+    async def _kernel_answers(self, wait: float) -> bool:
+        """Ask for kernel_info; True if the reply comes within ``wait`` seconds."""
+        assert self.kc is not None
+        msg_id = self.kc.kernel_info()
+        deadline = time.monotonic() + wait
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                msg = await ensure_async(self.kc.shell_channel.get_msg(timeout=left))
+            except Empty:
+                return False
+            if msg.get("parent_header", {}).get("msg_id") == msg_id:
+                return True
+        return False
+
+    async def _stop_kernel(self) -> None:
+        assert self.km is not None
+        try:
+            await ensure_async(self.km.shutdown_kernel(now=True))
+        except Exception:  # already gone, or the manager refuses: the kernel is lost either way
+            self.log.warning("Could not shut the unresponsive kernel down cleanly", exc_info=True)

@@ -1,0 +1,143 @@
+"""Sample submissions, built from the current student version so they never drift.
+
+``grading/samples/<assignment>.py`` describes each sample student in a dict ``SAMPLES`` of
+:class:`Sample`: which solution cells hold what, and which test cells must pass. This module turns
+that into notebooks: it copies the student version from ``notebooks/`` and replaces the source of
+the named solution cells, either with the instructor's solution (taken from ``solutions/``, with
+the ``### BEGIN/END SOLUTION`` lines dropped) or with code written in the description.
+
+The tests grade these notebooks with the real nbgrader, and ``kvcourse-grade samples`` writes them
+out for a dry run of the whole pipeline.
+"""
+
+from __future__ import annotations
+
+import copy
+import runpy
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+#: Use the instructor's solution for this cell.
+SOLUTION = "<solution>"
+#: Keep the student version's stub for this cell.
+STUB = "<stub>"
+#: In ``passes``: every test cell.
+ALL = "<all>"
+
+CellCode = str | Callable[[str], str]
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One sample student.
+
+    ``cells`` maps a solution cell's ``grade_id`` to its new source: :data:`SOLUTION`,
+    :data:`STUB`, a string of code, or a function from the solution's code to new code. Cells not
+    named take ``default``. ``drop`` names cells (any ``grade_id``) the student deleted.
+    ``passes`` lists the test cells (``grade_id``) expected to score, or is :data:`ALL`.
+    """
+
+    about: str
+    default: str = SOLUTION
+    cells: Mapping[str, CellCode] = field(default_factory=dict)
+    drop: tuple[str, ...] = ()
+    passes: tuple[str, ...] | str = ALL
+
+
+def notebook_path(root: Path, directory: str, assignment: str) -> Path:
+    return root / directory / assignment / f"{assignment}.ipynb"
+
+
+def spec_path(root: Path, assignment: str) -> Path:
+    return root / "grading" / "samples" / f"{assignment}.py"
+
+
+def load_samples(root: Path, assignment: str) -> dict[str, Sample]:
+    """The ``SAMPLES`` of ``grading/samples/<assignment>.py``."""
+    path = spec_path(root, assignment)
+    if not path.is_file():
+        raise FileNotFoundError(f"no sample description for {assignment}: {path}")
+    samples = runpy.run_path(str(path))["SAMPLES"]
+    for student, sample in samples.items():
+        if not isinstance(sample, Sample):
+            raise TypeError(f"{path}: SAMPLES[{student!r}] is not a Sample")
+    return dict(samples)
+
+
+def _grade_id(cell) -> str | None:
+    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+
+
+def solution_code(source: str) -> str:
+    """A solution cell's code without the ``### BEGIN SOLUTION`` / ``### END SOLUTION`` lines."""
+    markers = ("BEGIN SOLUTION", "END SOLUTION")
+    lines = source.split("\n")
+    return "\n".join(line for line in lines if not any(m in line for m in markers))
+
+
+def grade_points(source_nb) -> dict[str, float]:
+    """Points of every test (grade, non-solution) cell of a source notebook, by ``grade_id``."""
+    points = {}
+    for cell in source_nb.cells:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if meta.get("grade") and not meta.get("solution"):
+            points[meta["grade_id"]] = float(meta.get("points", 0))
+    return points
+
+
+def expected_scores(root: Path, assignment: str, sample: Sample) -> dict[str, float]:
+    """Points each test cell should score for ``sample`` (0 for the cells it should fail)."""
+    source = nbformat.read(notebook_path(root, "solutions", assignment), as_version=4)
+    points = grade_points(source)
+    passing = set(points) if sample.passes == ALL else set(sample.passes)
+    unknown = passing - set(points)
+    if unknown:
+        raise KeyError(f"{assignment}: no test cells named {sorted(unknown)}")
+    return {grade_id: (p if grade_id in passing else 0.0) for grade_id, p in points.items()}
+
+
+def build_sample(root: Path, assignment: str, sample: Sample):
+    """The submission notebook for ``sample``: the student version with its cells replaced."""
+    release = nbformat.read(notebook_path(root, "notebooks", assignment), as_version=4)
+    source = nbformat.read(notebook_path(root, "solutions", assignment), as_version=4)
+    solutions = {
+        _grade_id(cell): solution_code(cell.source)
+        for cell in source.cells
+        if cell.get("metadata", {}).get("nbgrader", {}).get("solution")
+    }
+    unknown = set(sample.cells) - set(solutions)
+    if unknown:
+        raise KeyError(f"{assignment}: no solution cells named {sorted(unknown)}")
+    notebook = copy.deepcopy(release)
+    unknown = set(sample.drop) - {_grade_id(cell) for cell in notebook.cells}
+    if unknown:
+        raise KeyError(f"{assignment}: no cells named {sorted(unknown)} to drop")
+    notebook.cells = [cell for cell in notebook.cells if _grade_id(cell) not in sample.drop]
+    for cell in notebook.cells:
+        grade_id = _grade_id(cell)
+        if grade_id not in solutions:
+            continue
+        choice = sample.cells.get(grade_id, sample.default)
+        if choice == SOLUTION:
+            cell.source = solutions[grade_id]
+        elif choice == STUB:
+            pass
+        elif callable(choice):
+            cell.source = choice(solutions[grade_id])
+        else:
+            cell.source = str(choice).strip("\n")
+    return notebook
+
+
+def write_samples(root: Path, assignment: str, out: Path) -> dict[str, Path]:
+    """Write every sample of ``assignment`` as ``<out>/<student>.ipynb``; return the paths."""
+    out.mkdir(parents=True, exist_ok=True)
+    written = {}
+    for student, sample in load_samples(root, assignment).items():
+        path = out / f"{student}.ipynb"
+        nbformat.write(build_sample(root, assignment, sample), path)
+        written[student] = path
+    return written
