@@ -9,13 +9,14 @@ BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 ASSIGNMENTS ?=
 
-.PHONY: help venv book test lint format lab release autograde feedback export clean
+.PHONY: help venv book test lint format lab release collect autograde feedback export clean
 
 help:
 	@echo "make book       build the book into _build/html (creates .venv on first use)"
 	@echo "make test       lint, check formatting, run every test (library, assignments, book build)"
 	@echo "make lab        open the student notebooks in JupyterLab"
 	@echo "make release    regenerate notebooks/ from solutions/ (instructors)"
+	@echo "make collect INBOX=dir  copy students' notebooks or zips into grading/submitted/"
 	@echo "make autograde  autograde every submission under grading/submitted/"
 	@echo "make feedback   write feedback (hidden tests removed) under grading/feedback/"
 	@echo "make export     export grades to grading/grades.csv"
@@ -49,6 +50,10 @@ lab: venv
 
 release: venv
 	$(BIN)/kvcourse-grade release $(ASSIGNMENTS)
+
+collect: venv
+	@test -n "$(INBOX)" || (echo "usage: make collect INBOX=path/to/folder/of/submissions" >&2; exit 2)
+	$(BIN)/kvcourse-grade collect "$(INBOX)"
 
 autograde: venv
 	$(BIN)/kvcourse-grade autograde $(ASSIGNMENTS)
