@@ -1,5 +1,6 @@
 """The book builds with warnings as errors, and every page in the table of contents is built."""
 
+import re
 import shutil
 import subprocess
 import sys
@@ -83,3 +84,12 @@ def test_bilingual_titles(built_html):
             if line.startswith("# ")
         )
         assert " · " in first_heading, f"{page}: title {first_heading!r} is not bilingual"
+
+
+def test_code_cells_fit_the_page():
+    """The theme's code box shows about 80 characters; longer lines scroll sideways."""
+    for page in toc_pages():
+        source = (ROOT / f"{page}.md").read_text(encoding="utf-8")
+        for cell in re.findall(r"```\{code-cell\}[^\n]*\n(.*?)```", source, re.S):
+            for line in cell.splitlines():
+                assert len(line) <= 80, f"{page}: code line of {len(line)} characters: {line!r}"
