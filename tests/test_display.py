@@ -15,6 +15,11 @@ def test_markdown_table_renders_rows_and_escapes_pipes():
     ]
 
 
+def test_markdown_table_escapes_pipes_in_the_header():
+    table = markdown_table(["max |Δ|"], [[1]])
+    assert table.data.splitlines()[0] == r"| max \|Δ\| |"
+
+
 def test_html_table_escapes_cells():
     table = html_table(["x"], [["<b>"]])
     assert "<td>&lt;b&gt;</td>" in table.data and 'class="table"' in table.data

@@ -11,10 +11,10 @@ from IPython.display import HTML, Markdown
 def markdown_table(header: Sequence[object], rows: Iterable[Sequence[object]]) -> Markdown:
     """A computed table as Markdown, so it renders like the book's hand-written tables.
 
-    Cells may contain inline Markdown (``**6**``); a ``|`` inside a cell is escaped. Raises
+    Cells may contain inline Markdown (``**6**``); a ``|`` in a cell or header is escaped. Raises
     ``ValueError`` when a row's length differs from the header's.
     """
-    header = [str(h) for h in header]
+    header = [str(h).replace("|", r"\|") for h in header]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for number, row in enumerate(rows):
         cells = [str(c).replace("|", r"\|") for c in row]
