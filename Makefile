@@ -8,6 +8,8 @@ BIN := $(VENV)/bin
 # machine, e.g. `make TORCH_SPEC="torch==2.11.0" test`, or with an already installed torch.
 TORCH_SPEC ?= torch==2.13.0
 ASSIGNMENTS ?=
+# The assignment a collected folder holds (needed once there is more than one assignment).
+ASSIGNMENT ?=
 
 .PHONY: help venv book test lint format lab release collect autograde feedback export clean
 
@@ -16,7 +18,7 @@ help:
 	@echo "make test       lint, check formatting, run every test (library, assignments, book build)"
 	@echo "make lab        open the student notebooks in JupyterLab"
 	@echo "make release    regenerate notebooks/ from solutions/ (instructors)"
-	@echo "make collect INBOX=dir  copy students' notebooks or zips into grading/submitted/"
+	@echo "make collect INBOX=dir ASSIGNMENT=a  copy notebooks or zips into grading/submitted/"
 	@echo "make autograde  autograde every submission under grading/submitted/"
 	@echo "make feedback   write feedback (hidden tests removed) under grading/feedback/"
 	@echo "make export     export grades to grading/grades.csv"
@@ -52,8 +54,8 @@ release: venv
 	$(BIN)/kvcourse-grade release $(ASSIGNMENTS)
 
 collect: venv
-	@test -n "$(INBOX)" || (echo "usage: make collect INBOX=path/to/folder/of/submissions" >&2; exit 2)
-	$(BIN)/kvcourse-grade collect "$(INBOX)"
+	@test -n "$(INBOX)" || (echo "usage: make collect INBOX=folder ASSIGNMENT=a0_kv_sizing" >&2; exit 2)
+	$(BIN)/kvcourse-grade collect "$(INBOX)" $(if $(ASSIGNMENT),--assignment $(ASSIGNMENT))
 
 autograde: venv
 	$(BIN)/kvcourse-grade autograde $(ASSIGNMENTS)

@@ -7,8 +7,13 @@ import pytest
 import torch
 
 from kvcourse.block_pool import BlockPool, OutOfBlocksError
-from kvcourse.blockwise_attention import blockwise_decode_attention, contiguous_attention
+from kvcourse.blockwise_attention import (
+    blockwise_attention,
+    blockwise_decode_attention,
+    contiguous_attention,
+)
 from kvcourse.kv_cache import (
+    BlockTableLike,
     ContiguousKVCache,
     KVCache,
     ManagedKVCache,
@@ -343,3 +348,134 @@ def test_config_and_cache_construction_errors():
         PagedKVCache(BlockPool(2, 2), 1, 1, 2).kernel_inputs([], 0)
     with pytest.raises(ValueError, match="prompt_lengths"):
         max_logit_difference(ContiguousKVCache(2, 2, 16), prompt_lengths=[0])
+
+
+# ---------------------------------------------------------------------------- pieces passed in (a2)
+
+
+class ListTable:
+    """A block table written from scratch, as a student would: only the BlockTableLike methods."""
+
+    slot_calls = 0
+
+    def __init__(self, pool):
+        self.pool, self.blocks, self.count = pool, [], 0
+
+    @property
+    def num_tokens(self):
+        return self.count
+
+    @property
+    def block_ids(self):
+        return list(self.blocks)  # a list, not a tuple: the cache must not care
+
+    def append(self, num_tokens=1):
+        size = self.pool.block_size
+        new = self.pool.allocate_many(-(-(self.count + num_tokens) // size) - len(self.blocks))
+        self.blocks += new
+        self.count += num_tokens
+        return new
+
+    def slot_of(self, position):
+        ListTable.slot_calls += 1
+        if not 0 <= position < self.count:
+            raise IndexError(position)
+        return self.blocks[position // self.pool.block_size], position % self.pool.block_size
+
+    def free(self):
+        for block in self.blocks:
+            self.pool.release(block)
+        self.blocks, self.count = [], 0
+
+
+def per_query(q, k_blocks, v_blocks, block_ids, seq_len):
+    """The library's blockwise attention in the one-query shape of a DecodeAttention."""
+    return blockwise_attention(q[None], k_blocks, v_blocks, block_ids, seq_len)[0]
+
+
+@pytest.mark.parametrize("block_size", [1, 4, 16])
+def test_a_table_of_ones_own_runs_the_paged_cache(model, block_size):
+    c = model.config
+    pool = BlockPool(90, block_size, taken=[0, 2, 3, 5, 6])
+    cache = PagedKVCache(pool, c.num_layers, c.num_kv_heads, c.head_dim, table_factory=ListTable)
+    assert isinstance(ListTable(pool), BlockTableLike)
+    calls = ListTable.slot_calls
+    assert max_logit_difference(cache, model=model, decode_steps=5) <= TOLERANCE
+    assert ListTable.slot_calls > calls  # the cache asked the table where each token goes
+    table = cache.block_table(2)
+    assert isinstance(table, ListTable) and table.num_tokens == 33 + 5
+    assert cache.paged_view(2, 0).block_ids == tuple(table.blocks)
+    assert cache.blocks_needed({2: 0}) == 0
+    assert cache.blocks_needed({2: block_size * 3 + 1}) == 3 + (table.num_tokens % block_size == 0)
+    for seq_id in list(cache.seq_ids):
+        cache.free_sequence(seq_id)
+    assert pool.num_free == 85
+
+
+def test_a_table_of_ones_own_is_all_or_nothing_in_forward(model):
+    c = model.config
+    pool = BlockPool(3, 4)
+    cache = PagedKVCache(pool, c.num_layers, c.num_kv_heads, c.head_dim, table_factory=ListTable)
+    cache.add_sequence("a")
+    model.forward({"a": list(range(7))}, cache)
+    with pytest.raises(OutOfBlocksError, match="needs 2 new KV blocks but only 1"):
+        model.forward({"a": list(range(6))}, cache)
+    assert cache.layer_length("a", 0) == 7 and pool.num_free == 1
+    with pytest.raises(ValueError, match="zero or more"):
+        cache.blocks_needed({"a": -1})
+    with pytest.raises(TypeError, match="table_factory"):
+        PagedKVCache(pool, 1, 1, 2, table_factory="ListTable")
+
+
+def test_attention_can_be_a_function(model):
+    c = model.config
+    seen = []
+
+    def attend(q, k_blocks, v_blocks, block_ids, seq_len):
+        seen.append((tuple(q.shape), seq_len))
+        return per_query(q, k_blocks, v_blocks, block_ids, seq_len)
+
+    cache = model.paged_cache(BlockPool(40, 4, taken=[1]))
+    assert max_logit_difference(cache, model=model, decode_steps=3, attention=attend) <= TOLERANCE
+    queries = [(c.num_heads, c.head_dim)]
+    prefill = [(shape, n) for shape, n in seen[: c.num_layers * (5 + 17 + 33 + 2)]]
+    assert {shape for shape, _ in prefill} == set(queries)
+    assert [n for _, n in prefill[:5]] == [1, 2, 3, 4, 5]  # causal: token p sees p + 1 tokens
+    own = PagedKVCache(BlockPool(40, 4), c.num_layers, c.num_kv_heads, c.head_dim)
+    own.add_sequence(0)
+    with pytest.raises(ValueError, match=r"shape \(4, 16\)"):
+        model.forward({0: [1, 2]}, own, attention=lambda q, *rest: q[:2])
+    assert own.layer_length(0, 0) == 2  # checked after the first layer's write, not before
+    with pytest.raises(TypeError, match="paged_view"):
+        contiguous = model.contiguous_cache()
+        contiguous.add_sequence(0)
+        model.forward({0: [1]}, contiguous, attention=per_query)
+    assert contiguous.layer_length(0, 0) == 0
+
+
+def test_max_logit_difference_reports_nan_logits():
+    """A cache that produces NaN must not look perfect: max() would drop the NaN."""
+    import math
+
+    from kvcourse.tiny_transformer import TinyTransformer, max_logit_difference
+
+    model = TinyTransformer(seed=0)
+
+    class NaNCache:
+        def __init__(self):
+            self.inner = model.contiguous_cache()
+
+        def add_sequence(self, seq_id):
+            self.inner.add_sequence(seq_id)
+
+        def length(self, seq_id):
+            return self.inner.length(seq_id)
+
+        def write(self, seq_id, layer, k, v):
+            self.inner.write(seq_id, layer, k * float("nan"), v)
+
+        def read(self, seq_id, layer):
+            return self.inner.read(seq_id, layer)
+
+    diff = max_logit_difference(NaNCache(), model=model, prompt_lengths=(3, 2), decode_steps=1)
+    assert math.isnan(diff)

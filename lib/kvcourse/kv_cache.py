@@ -20,12 +20,14 @@ PagedAttention. :class:`PagedKVCache` keeps each layer's K and V in block arrays
 a :class:`~kvcourse.block_table.BlockTable` over one :class:`~kvcourse.block_pool.BlockPool`;
 every layer uses the same block ids. Its :meth:`~PagedKVCache.read` gathers through the block
 table, and :meth:`~PagedKVCache.kernel_inputs` exports the tensors the paged-attention kernel
-takes. All tensors are PyTorch tensors (float64 by default, so rounding is visible only at 1e-16).
+takes. ``PagedKVCache(..., table_factory=...)`` runs on another block table with the same
+interface (:class:`BlockTableLike`), such as the one a student writes in assignment a2. All
+tensors are PyTorch tensors (float64 by default, so rounding is visible only at 1e-16).
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -70,6 +72,34 @@ class UnknownSequenceError(KeyError):
 
     def __str__(self) -> str:  # KeyError would print the message in quotes
         return str(self.args[0]) if self.args else ""
+
+
+@runtime_checkable
+class BlockTableLike(Protocol):
+    """What :class:`PagedKVCache` needs from a block table (a part of
+    :class:`~kvcourse.block_table.BlockTable`'s interface, the part assignment a2 re-implements)."""
+
+    @property
+    def num_tokens(self) -> int:
+        """Tokens the table has room reserved for."""
+        ...
+
+    @property
+    def block_ids(self) -> Sequence[int]:
+        """Physical block ids in logical order."""
+        ...
+
+    def append(self, num_tokens: int = 1) -> list[int]:
+        """Reserve slots for ``num_tokens`` more tokens (all or nothing); the new block ids."""
+        ...
+
+    def slot_of(self, position: int) -> tuple[int, int]:
+        """``(physical block, offset)`` of token ``position``."""
+        ...
+
+    def free(self) -> object:
+        """Give every block back to the pool and empty the table."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -287,6 +317,12 @@ class PagedKVCache(_LayeredKVCache):
     head_dim]``; physical block ``b`` of every layer belongs to the same sequence. Writing layer 0
     allocates blocks on demand (all or nothing: an ``OutOfBlocksError`` leaves everything as it
     was); later layers fill the slots layer 0 reserved.
+
+    ``table_factory(pool)`` makes each sequence's block table; by default a
+    :class:`~kvcourse.block_table.BlockTable`. Any other :class:`BlockTableLike` works: the cache
+    then calls its ``append`` when layer 0 writes, asks its ``slot_of`` where each token's K and V
+    go (and come from), hands its ``block_ids`` to attention and calls ``free`` when the sequence
+    is freed.
     """
 
     def __init__(
@@ -298,15 +334,22 @@ class PagedKVCache(_LayeredKVCache):
         *,
         dtype: torch.dtype = torch.float64,
         device: str | torch.device = "cpu",
+        table_factory: Callable[[BlockPool], BlockTableLike] | None = None,
     ) -> None:
         if not isinstance(pool, BlockPool):
             raise TypeError(f"pool must be a BlockPool, got {pool!r}")
+        if table_factory is not None and not callable(table_factory):
+            raise TypeError(
+                f"table_factory must be a class or function that takes the pool and returns a "
+                f"block table, got {table_factory!r}"
+            )
         super().__init__(num_layers, num_kv_heads, head_dim, dtype=dtype, device=device)
         self.pool = pool
+        self._table_factory = BlockTable if table_factory is None else table_factory
         shape = (pool.num_blocks, pool.block_size, num_kv_heads, head_dim)
         self._k = [torch.zeros(shape, dtype=dtype, device=self.device) for _ in range(num_layers)]
         self._v = [torch.zeros(shape, dtype=dtype, device=self.device) for _ in range(num_layers)]
-        self._tables: dict[Hashable, BlockTable] = {}
+        self._tables: dict[Hashable, BlockTableLike] = {}
 
     @property
     def block_size(self) -> int:
@@ -319,7 +362,14 @@ class PagedKVCache(_LayeredKVCache):
         total = 0
         for seq_id, count in new_tokens.items():
             self._check_seq(seq_id)
-            total += self._tables[seq_id].blocks_needed(count)
+            table = self._tables[seq_id]
+            if isinstance(table, BlockTable):
+                total += table.blocks_needed(count)
+                continue
+            count = as_index(count, "the number of new tokens")
+            if count < 0:
+                raise ValueError(f"the number of new tokens must be zero or more, got {count}")
+            total += -(-(table.num_tokens + count) // self.block_size) - len(table.block_ids)
         return total
 
     def check_room(self, new_tokens: Mapping[Hashable, int]) -> None:
@@ -337,7 +387,7 @@ class PagedKVCache(_LayeredKVCache):
                 f"finished sequence or preempt one (§6), or run fewer sequences this step"
             )
 
-    def block_table(self, seq_id: Hashable) -> BlockTable:
+    def block_table(self, seq_id: Hashable) -> BlockTableLike:
         """The block table of sequence ``seq_id`` (for inspection and drawing; do not append to it
         directly, or the cache's layer counts fall out of step)."""
         self._check_seq(seq_id)
@@ -352,8 +402,8 @@ class PagedKVCache(_LayeredKVCache):
         """Sequence ``seq_id`` in ``layer`` as blocks, for :func:`blockwise_attention`."""
         filled = self._check_seq(seq_id)
         layer = self._check_layer(layer)
-        table = self._tables[seq_id]
-        return PagedView(self._k[layer], self._v[layer], table.block_ids, filled[layer])
+        block_ids = tuple(int(b) for b in self._tables[seq_id].block_ids)
+        return PagedView(self._k[layer], self._v[layer], block_ids, filled[layer])
 
     def kernel_inputs(
         self, seq_ids: Sequence[Hashable], layer: int
@@ -384,7 +434,7 @@ class PagedKVCache(_LayeredKVCache):
         )
 
     def _add(self, seq_id: Hashable) -> None:
-        self._tables[seq_id] = BlockTable(self.pool)
+        self._tables[seq_id] = self._table_factory(self.pool)
 
     def _free(self, seq_id: Hashable) -> None:
         self._tables.pop(seq_id).free()
@@ -392,6 +442,11 @@ class PagedKVCache(_LayeredKVCache):
     def _slots(self, seq_id: Hashable, start: int, stop: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Physical block and offset of each token position in ``start .. stop - 1``."""
         table = self._tables[seq_id]
+        if not isinstance(table, BlockTable):  # another table: ask it, token by token
+            slots = [table.slot_of(position) for position in range(start, stop)]
+            blocks = torch.tensor([int(b) for b, _ in slots], dtype=torch.long, device=self.device)
+            offsets = torch.tensor([int(o) for _, o in slots], dtype=torch.long, device=self.device)
+            return blocks, offsets
         positions = torch.arange(start, stop, device=self.device)
         blocks = torch.tensor(table.block_ids, dtype=torch.long, device=self.device)
         return blocks[positions // self.block_size], positions % self.block_size

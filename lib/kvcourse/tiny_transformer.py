@@ -10,7 +10,9 @@ RMSNorm and an output projection to the vocabulary.
 new this step (a whole prompt for prefill, one token for decode, mixed freely in one batch). The
 linear layers run on all new tokens of the batch at once; attention runs per sequence, against
 that sequence's cache (selective batching, as in Orca and vLLM). The cache is anything with the
-:class:`~kvcourse.kv_cache.KVCache` methods ``length``, ``write`` and ``read``.
+:class:`~kvcourse.kv_cache.KVCache` methods ``length``, ``write`` and ``read``. Attention can also
+be a function passed in (a :data:`DecodeAttention`, the interface of assignment a2): the model then
+calls it once per new token, over the sequence's blocks.
 
 :func:`paged_vs_contiguous` runs the lecture's experiment in one call: a batch of uneven prompts,
 prefill plus greedy decode steps, on a contiguous cache and on paged caches of several block
@@ -20,7 +22,7 @@ sizes, and reports the largest logit difference.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -32,6 +34,13 @@ from kvcourse.kv_cache import ContiguousKVCache, KVCache, ManagedKVCache, PagedK
 
 Batch = Mapping[Hashable, Sequence[int]] | Iterable[tuple[Hashable, Sequence[int]]]
 AttentionMode = Literal["read", "blockwise"]
+#: Attention of one query over one sequence's paged KV, as assignment a2 writes it:
+#: ``attend(q, k_blocks, v_blocks, block_ids, seq_len)`` with ``q`` ``[Hq, D]``, the block arrays
+#: ``[num_blocks, block_size, Hkv, D]`` and the sequence's physical block ids in logical order.
+#: It returns ``[Hq, D]``: the query's attention over the first ``seq_len`` tokens, scale 1/√D.
+DecodeAttention = Callable[
+    [torch.Tensor, torch.Tensor, torch.Tensor, Sequence[int], int], torch.Tensor
+]
 
 
 @dataclass(frozen=True)
@@ -116,7 +125,7 @@ class TinyTransformer:
     # ------------------------------------------------------------------ the model
 
     def forward(
-        self, batch: Batch, cache: KVCache, *, attention: AttentionMode = "read"
+        self, batch: Batch, cache: KVCache, *, attention: AttentionMode | DecodeAttention = "read"
     ) -> dict[Hashable, torch.Tensor]:
         """Run the new tokens of each sequence and return their logits, ``[new_tokens, vocab]``
         per sequence id, in batch order. Writes the new tokens' K and V into ``cache``.
@@ -125,7 +134,9 @@ class TinyTransformer:
         attends to the sequence's cached tokens and to the new tokens up to itself (causal).
         ``attention="read"`` reads each layer's K and V through ``cache.read`` and runs plain
         attention; ``"blockwise"`` walks the block table with the online softmax instead and needs
-        a cache with ``paged_view`` (a :class:`~kvcourse.kv_cache.PagedKVCache`).
+        a cache with ``paged_view`` (a :class:`~kvcourse.kv_cache.PagedKVCache`). A function (a
+        :data:`DecodeAttention`) needs ``paged_view`` too; it is called once per new token, with
+        ``seq_len = p + 1`` for the token at position ``p``, which keeps a prefill causal.
 
         Everything is checked before the first write: unknown sequences, bad token ids and, for a
         cache with a ``check_room`` method, a step that would not fit in its memory all raise
@@ -165,8 +176,10 @@ class TinyTransformer:
         layer: int,
         q: torch.Tensor,
         q_positions: torch.Tensor,
-        attention: AttentionMode,
+        attention: AttentionMode | DecodeAttention,
     ) -> torch.Tensor:
+        if callable(attention):
+            return self._attend_per_query(cache, seq_id, layer, q, q_positions, attention)
         if attention == "blockwise":
             view = cache.paged_view(seq_id, layer)  # type: ignore[attr-defined]
             return blockwise_attention(
@@ -180,6 +193,30 @@ class TinyTransformer:
         k, v = cache.read(seq_id, layer)
         return contiguous_attention(q, k, v, q_positions=q_positions)
 
+    def _attend_per_query(
+        self,
+        cache: KVCache,
+        seq_id: Hashable,
+        layer: int,
+        q: torch.Tensor,
+        q_positions: torch.Tensor,
+        attend: DecodeAttention,
+    ) -> torch.Tensor:
+        """Call ``attend`` for each query, over the tokens up to and including its position."""
+        view = cache.paged_view(seq_id, layer)  # type: ignore[attr-defined]
+        block_ids = list(view.block_ids)
+        rows = []
+        for i, position in enumerate(q_positions.tolist()):
+            row = attend(q[i], view.k_blocks, view.v_blocks, block_ids, position + 1)
+            if not isinstance(row, torch.Tensor) or tuple(row.shape) != tuple(q.shape[1:]):
+                shape = tuple(row.shape) if isinstance(row, torch.Tensor) else type(row).__name__
+                raise ValueError(
+                    f"the attention function must return a tensor of shape "
+                    f"{tuple(q.shape[1:])} (query heads, head size) for one query, got {shape}"
+                )
+            rows.append(row.to(dtype=q.dtype))
+        return torch.stack(rows)
+
     def _rms_norm(self, x: torch.Tensor) -> torch.Tensor:
         return x / torch.sqrt((x * x).mean(dim=-1, keepdim=True) + self.config.norm_eps)
 
@@ -191,10 +228,18 @@ class TinyTransformer:
         return torch.cat([first * cos - second * sin, first * sin + second * cos], dim=-1)
 
     def _check_batch(
-        self, batch: Batch, cache: KVCache, attention: str
+        self, batch: Batch, cache: KVCache, attention: AttentionMode | DecodeAttention
     ) -> list[tuple[Hashable, list[int]]]:
-        if attention not in ("read", "blockwise"):
-            raise ValueError(f"attention must be 'read' or 'blockwise', got {attention!r}")
+        if callable(attention):
+            if not hasattr(cache, "paged_view"):
+                raise TypeError(
+                    f"an attention function walks block tables, so it needs a paged cache with "
+                    f"paged_view(); {type(cache).__name__} has none"
+                )
+        elif attention not in ("read", "blockwise"):
+            raise ValueError(
+                f"attention must be 'read' or 'blockwise' (or a function), got {attention!r}"
+            )
         if attention == "blockwise" and not hasattr(cache, "paged_view"):
             raise TypeError(
                 f"attention='blockwise' walks block tables, so it needs a paged cache with "
@@ -240,7 +285,7 @@ def max_logit_difference(
     model: TinyTransformer | None = None,
     prompt_lengths: Sequence[int] = (5, 17, 33, 2),
     decode_steps: int = 20,
-    attention: AttentionMode = "read",
+    attention: AttentionMode | DecodeAttention = "read",
     seed: int = 0,
 ) -> float:
     """Run prefill + greedy decode on ``cache`` beside a contiguous cache; the largest |Δlogit|.
@@ -270,7 +315,10 @@ def max_logit_difference(
         expected = model.forward(batch, reference)
         got = model.forward(batch, cache, attention=attention)
         for seq_id in batch:
-            worst = max(worst, (got[seq_id] - expected[seq_id]).abs().max().item())
+            diff = (got[seq_id] - expected[seq_id]).abs().max().item()
+            if math.isnan(diff):
+                return diff  # NaN logits: report them, since max() would silently drop a NaN
+            worst = max(worst, diff)
         batch = {seq_id: [int(expected[seq_id][-1].argmax())] for seq_id in batch}
     return worst
 
