@@ -1,0 +1,593 @@
+"""Sharing KV blocks between sequences (§5): fork, append with copy-on-write, free.
+
+Parallel sampling, beam search and shared system prompts all come down to the same three
+operations on block tables (vLLM paper §4.4 and §5.2):
+
+* **fork** ``(parent, child)``: the child's block table lists the parent's physical blocks, in the
+  same order, and each of those blocks gets one more reference. Nothing is copied; the child can
+  read all of the parent's KV at once.
+* **append** ``(seq, n)``: make room for ``n`` new tokens. The new tokens first go into the free
+  slots of the last block. If that block is *partly filled and shared* (reference count > 1),
+  writing there would change the other sequences' KV too, so the sequence first gets its own copy:
+  a new block is allocated, the filled slots are copied into it, and the shared block loses one
+  reference (**copy-on-write**, like the page copy after a Unix ``fork()``). A *full* last block
+  needs no copy: the next token goes into a newly allocated block. Blocks before the last are
+  never written, so they stay shared for as long as the sequences live.
+* **free** ``(seq)``: drop one reference to every block of the sequence; blocks whose count reaches
+  0 go back to the pool's free list.
+
+One sharer never copies: when the earlier writers have made their copies, the last one finds the
+reference count down to 1 and writes in place. So ``n`` samples forked from a prompt whose last
+block is partly filled make exactly ``n − 1`` copies (Ex 4), and none when the prompt fills its
+last block exactly.
+
+What is here:
+
+* :class:`ForkAppendFree`: the interface a block manager with sharing provides (the piece a
+  student builds in assignment a3), and nothing more: ``add_sequence``, ``fork``, ``append``,
+  ``free``, and the read-only ``block_ids``, ``pool`` (for reference counts) and ``cow_count``.
+* :class:`SharedBlockManager`: the reference implementation, bookkeeping only (no K/V), with a log
+  of every copy-on-write (:class:`CopyOnWrite`).
+* :class:`SharingPagedKVCache`: a :class:`~kvcourse.kv_cache.PagedKVCache` whose block tables come
+  from any :class:`ForkAppendFree` manager, so fork and copy-on-write act on real K/V: when an
+  append moves a sequence to a new block, the filled rows of the old block are copied into it in
+  every layer before the new tokens are written. The tiny transformer runs on it unchanged.
+
+Every operation checks its arguments (unknown or freed sequence, an id already in use, a negative
+token count, not enough free blocks) before it changes anything, so an error leaves the manager
+and the pool exactly as they were.
+
+>>> from kvcourse.block_pool import BlockPool
+>>> manager = SharedBlockManager(BlockPool(num_blocks=16, block_size=16))
+>>> manager.add_sequence("prompt")
+>>> manager.append("prompt", 100)  # 6 full blocks and 4 tokens in a 7th
+>>> manager.fork("prompt", "sample 1")
+>>> manager.block_ids("sample 1") == manager.block_ids("prompt"), manager.pool.ref_count(6)
+(True, 2)
+>>> manager.append("prompt", 1)  # block 6 is shared and partly filled: copy it first
+>>> manager.block_ids("prompt")[-1], manager.cow_count, manager.copied_tokens
+(7, 1, 4)
+>>> manager.append("sample 1", 1)  # block 6 now has one holder: written in place
+>>> manager.block_ids("sample 1")[-1], manager.cow_count
+(6, 1)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+import torch
+
+from kvcourse.block_pool import BlockPool, OutOfBlocksError, as_index
+from kvcourse.block_table import BlockTableEntry
+from kvcourse.kv_cache import PagedKVCache, UnknownSequenceError
+
+if TYPE_CHECKING:
+    from kvcourse.tiny_transformer import TinyTransformer
+
+__all__ = [
+    "CopyOnWrite",
+    "ForkAppendFree",
+    "SharedBlockManager",
+    "SharedTableView",
+    "SharingPagedKVCache",
+    "UnknownSequenceError",
+    "check_manager",
+]
+
+
+# ---------------------------------------------------------------------------- the interface
+
+
+@runtime_checkable
+class ForkAppendFree(Protocol):
+    """What a block manager with sharing must provide (assignment a3).
+
+    Sequences are named by any hashable id (an int, a string). The manager keeps, for each live
+    sequence, its block table (physical block ids in logical order) and its token count, and
+    keeps the pool's reference counts equal to the number of block tables listing each block.
+    """
+
+    @property
+    def pool(self) -> BlockPool:
+        """The :class:`~kvcourse.block_pool.BlockPool` the blocks come from; its ``ref_count``
+        tells how many block tables list a block."""
+        ...
+
+    @property
+    def cow_count(self) -> int:
+        """How many copy-on-writes :meth:`append` has made so far."""
+        ...
+
+    def add_sequence(self, seq_id: Hashable) -> None:
+        """Start a new, empty sequence ``seq_id`` (then :meth:`append` its prompt)."""
+        ...
+
+    def fork(self, parent_id: Hashable, child_id: Hashable) -> None:
+        """Create ``child_id`` sharing all of ``parent_id``'s blocks: same block ids, same token
+        count, every block's reference count + 1, nothing copied."""
+        ...
+
+    def append(self, seq_id: Hashable, num_tokens: int = 1) -> None:
+        """Make room for ``num_tokens`` more tokens, copying a shared, partly filled last block
+        first (copy-on-write) and allocating new blocks as the last one fills."""
+        ...
+
+    def free(self, seq_id: Hashable) -> None:
+        """Drop the sequence's reference to each of its blocks and forget the sequence."""
+        ...
+
+    def block_ids(self, seq_id: Hashable) -> Sequence[int]:
+        """The sequence's physical block ids in logical order."""
+        ...
+
+
+def check_manager(manager: object, pool: BlockPool | None = None) -> ForkAppendFree:
+    """Return ``manager`` if it provides the :class:`ForkAppendFree` interface (and uses ``pool``,
+    when one is given); raise ``TypeError`` naming what is missing otherwise.
+
+    The drivers in :mod:`kvcourse.decoding` call it on whatever block manager they are given, so a
+    student's class that lacks a method fails with a message, not with an ``AttributeError`` deep
+    inside a simulation.
+    """
+    needed = ("pool", "cow_count", "add_sequence", "fork", "append", "free", "block_ids")
+    missing = [name for name in needed if not hasattr(manager, name)]
+    if missing:
+        raise TypeError(
+            f"{type(manager).__name__} is not a block manager with sharing: it lacks "
+            f"{', '.join(missing)}. It needs add_sequence, fork, append, free, block_ids and the "
+            f"attributes pool and cow_count (see kvcourse.sharing.ForkAppendFree)"
+        )
+    if pool is not None and manager.pool is not pool:  # type: ignore[attr-defined]
+        raise ValueError(
+            f"{type(manager).__name__}.pool is not the pool it was meant to manage; build the "
+            f"manager over the same BlockPool"
+        )
+    return manager  # type: ignore[return-value]
+
+
+# ---------------------------------------------------------------------------- records
+
+
+@dataclass(frozen=True)
+class CopyOnWrite:
+    """One copy-on-write: before writing, sequence ``seq_id`` copied the ``tokens`` filled slots
+    of the shared block ``source`` into its new block ``target``, and let go of ``source``."""
+
+    seq_id: Hashable
+    source: int
+    target: int
+    tokens: int
+
+
+@dataclass
+class _Sequence:
+    blocks: list[int]
+    num_tokens: int
+
+
+# ---------------------------------------------------------------------------- the reference manager
+
+
+class SharedBlockManager:
+    """The reference block manager with sharing: fork, append with copy-on-write, free.
+
+    Bookkeeping only (block ids and counts); :class:`SharingPagedKVCache` puts K and V behind it.
+
+    Invariants, true after every call (including one that raised):
+
+    * each block's pool reference count equals the number of live sequences whose block table
+      lists it (counting ``taken`` blocks and other holders of the pool separately);
+    * each sequence holds exactly ``ceil(num_tokens / block_size)`` blocks;
+    * at most one holder of a partly filled block has written into it since it was shared: only
+      the last block of a sequence is ever written, and only when the writer holds it alone.
+
+    Besides the :class:`ForkAppendFree` interface it offers the queries the book draws with
+    (:meth:`num_tokens`, :meth:`entries`, :meth:`holders`, :meth:`blocks_needed`) and the copy log
+    (:attr:`copied_tokens`, :attr:`cow_events`).
+    """
+
+    def __init__(self, pool: BlockPool) -> None:
+        if not isinstance(pool, BlockPool):
+            raise TypeError(f"pool must be a BlockPool, got {pool!r}")
+        self._pool = pool
+        self._seqs: dict[Hashable, _Sequence] = {}
+        self._freed: set[Hashable] = set()
+        self._events: list[CopyOnWrite] = []
+        self._copied_tokens = 0
+
+    # ------------------------------------------------------------------ read-only queries
+
+    @property
+    def pool(self) -> BlockPool:
+        """The block pool; ``pool.ref_count(b)`` is how many sequences list block ``b``."""
+        return self._pool
+
+    @property
+    def block_size(self) -> int:
+        """Token slots per block (the pool's B)."""
+        return self._pool.block_size
+
+    @property
+    def cow_count(self) -> int:
+        """How many copy-on-writes :meth:`append` has made."""
+        return len(self._events)
+
+    @property
+    def copied_tokens(self) -> int:
+        """Token slots copied by copy-on-write: the filled slots of each copied block, summed.
+
+        (A GPU copy kernel moves whole blocks; ``cow_count × block_size`` counts that way.)
+        """
+        return self._copied_tokens
+
+    @property
+    def cow_events(self) -> tuple[CopyOnWrite, ...]:
+        """Every copy-on-write so far, oldest first."""
+        return tuple(self._events)
+
+    @property
+    def seq_ids(self) -> tuple[Hashable, ...]:
+        """The live sequences, in the order they were created."""
+        return tuple(self._seqs)
+
+    def __contains__(self, seq_id: object) -> bool:
+        return isinstance(seq_id, Hashable) and seq_id in self._seqs
+
+    def __len__(self) -> int:
+        return len(self._seqs)
+
+    def __repr__(self) -> str:
+        return (
+            f"SharedBlockManager({len(self._seqs)} sequences, {self._pool.num_used} of "
+            f"{self._pool.num_blocks} blocks used, {self.cow_count} copy-on-writes)"
+        )
+
+    def block_ids(self, seq_id: Hashable) -> tuple[int, ...]:
+        """The sequence's physical block ids in logical order."""
+        return tuple(self._get(seq_id, "read").blocks)
+
+    def num_tokens(self, seq_id: Hashable) -> int:
+        """How many tokens the sequence holds."""
+        return self._get(seq_id, "read").num_tokens
+
+    def entries(self, seq_id: Hashable) -> list[BlockTableEntry]:
+        """The sequence's block table as rows ``(logical, physical, filled)``, for drawing."""
+        seq = self._get(seq_id, "read")
+        size = self._pool.block_size
+        return [
+            BlockTableEntry(i, block, min(size, seq.num_tokens - i * size))
+            for i, block in enumerate(seq.blocks)
+        ]
+
+    def holders(self, block_id: int) -> tuple[Hashable, ...]:
+        """The live sequences whose block table lists ``block_id``, in creation order."""
+        block_id = as_index(block_id)
+        return tuple(s for s, seq in self._seqs.items() if block_id in seq.blocks)
+
+    def blocks_needed(self, seq_id: Hashable, num_tokens: int = 1) -> int:
+        """How many free blocks :meth:`append` of ``num_tokens`` would take right now: new blocks
+        for the tokens that do not fit, plus one if the last block must be copied first."""
+        seq = self._get(seq_id, "append to")
+        num_tokens = _check_count("num_tokens", num_tokens)
+        return sum(self._plan(seq, num_tokens))
+
+    # ------------------------------------------------------------------ the three operations
+
+    def add_sequence(self, seq_id: Hashable) -> None:
+        """Start a new, empty sequence ``seq_id``; :meth:`append` its prompt next.
+
+        Raises ``ValueError`` if ``seq_id`` is live already (pick a new id, or free it first).
+        """
+        self._check_new(seq_id)
+        self._seqs[seq_id] = _Sequence([], 0)
+        self._freed.discard(seq_id)
+
+    def fork(self, parent_id: Hashable, child_id: Hashable) -> None:
+        """Create ``child_id`` as a copy of ``parent_id`` that shares all its blocks.
+
+        The child's block table lists the parent's blocks and each of them gains one reference;
+        no K or V is copied. Raises ``UnknownSequenceError`` for a parent that does not exist (or
+        was freed) and ``ValueError`` for a child id that is live already.
+        """
+        parent = self._get(parent_id, "fork")
+        self._check_new(child_id)
+        for block in parent.blocks:
+            if self._pool.ref_count(block) == 0:
+                raise RuntimeError(
+                    f"block {block} of sequence {parent_id!r} is free in the pool; it was "
+                    f"released behind the manager's back. Release blocks only through free()"
+                )
+        for block in parent.blocks:
+            self._pool.share(block)
+        self._seqs[child_id] = _Sequence(list(parent.blocks), parent.num_tokens)
+        self._freed.discard(child_id)
+
+    def append(self, seq_id: Hashable, num_tokens: int = 1) -> None:
+        """Make room for ``num_tokens`` more tokens of ``seq_id``.
+
+        If the last block is partly filled and shared, copy-on-write first: allocate a block,
+        copy the filled slots (counted in :attr:`copied_tokens`), release the shared block and
+        put the copy in its place. Then fill the last block and allocate new ones as needed.
+        All or nothing: :class:`~kvcourse.block_pool.OutOfBlocksError` (too few free blocks for
+        the copy and the new blocks together) leaves everything unchanged.
+        """
+        seq = self._get(seq_id, "append to")
+        num_tokens = _check_count("num_tokens", num_tokens)
+        copy, new_blocks = self._plan(seq, num_tokens)
+        if copy + new_blocks > self._pool.num_free:
+            raise OutOfBlocksError(
+                f"appending {num_tokens} tokens to sequence {seq_id!r} needs "
+                f"{copy + new_blocks} free blocks ({new_blocks} new"
+                f"{', 1 to copy the shared last block' if copy else ''}) but only "
+                f"{self._pool.num_free} of {self._pool.num_blocks} are free; free a finished "
+                f"sequence (or preempt one, §6) first"
+            )
+        if copy:
+            source = seq.blocks[-1]
+            filled = seq.num_tokens % self._pool.block_size
+            target = self._pool.allocate()
+            self._pool.release(source)  # still held by the other sharers
+            seq.blocks[-1] = target
+            self._events.append(CopyOnWrite(seq_id, source, target, filled))
+            self._copied_tokens += filled
+        seq.blocks.extend(self._pool.allocate_many(new_blocks))
+        seq.num_tokens += num_tokens
+
+    def free(self, seq_id: Hashable) -> None:
+        """Drop ``seq_id``'s reference to each of its blocks and forget the sequence.
+
+        Blocks nobody else lists return to the pool's free list; shared ones just lose one
+        reference. Freeing a sequence twice raises ``UnknownSequenceError`` and changes nothing.
+        """
+        seq = self._get(seq_id, "free")
+        for block in set(seq.blocks):
+            if self._pool.ref_count(block) < seq.blocks.count(block):
+                raise RuntimeError(
+                    f"block {block} has fewer pool references than sequence {seq_id!r} holds; "
+                    f"it was released behind the manager's back. Release blocks only through "
+                    f"free()"
+                )
+        for block in seq.blocks:
+            self._pool.release(block)
+        del self._seqs[seq_id]
+        self._freed.add(seq_id)
+
+    # ------------------------------------------------------------------ helpers
+
+    def _plan(self, seq: _Sequence, num_tokens: int) -> tuple[int, int]:
+        """(1 if the last block must be copied first else 0, new blocks for the tokens)."""
+        if num_tokens == 0:
+            return 0, 0
+        size = self._pool.block_size
+        copy = int(seq.num_tokens % size != 0 and self._pool.ref_count(seq.blocks[-1]) > 1)
+        new_blocks = -(-(seq.num_tokens + num_tokens) // size) - len(seq.blocks)
+        return copy, new_blocks
+
+    def _get(self, seq_id: object, action: str) -> _Sequence:
+        if isinstance(seq_id, Hashable) and seq_id in self._seqs:
+            return self._seqs[seq_id]
+        if isinstance(seq_id, Hashable) and seq_id in self._freed:
+            raise UnknownSequenceError(
+                f"cannot {action} sequence {seq_id!r}: it has been freed already (a double free "
+                f"or a use after free); fork or add a sequence again before using its id"
+            )
+        known = ", ".join(repr(s) for s in list(self._seqs)[:10]) or "none"
+        raise UnknownSequenceError(
+            f"cannot {action} sequence {seq_id!r}: no such sequence (live sequences: {known}); "
+            f"create it with add_sequence() or fork() first"
+        )
+
+    def _check_new(self, seq_id: object) -> None:
+        if not isinstance(seq_id, Hashable):
+            raise TypeError(f"a sequence id must be hashable (an int or a str), got {seq_id!r}")
+        if seq_id in self._seqs:
+            raise ValueError(
+                f"sequence {seq_id!r} already exists; pick a new id, or free({seq_id!r}) first"
+            )
+
+
+def _check_count(name: str, value: object) -> int:
+    value = as_index(value, name)
+    if value < 0:
+        raise ValueError(f"{name} must be zero or more, got {value}")
+    return value
+
+
+# ---------------------------------------------------------------------------- K and V behind it
+
+
+class SharedTableView:
+    """A read-only look at one sequence's block table inside a :class:`SharingPagedKVCache`: the
+    block ids come from the cache's manager, the token count from the cache."""
+
+    def __init__(self, cache: SharingPagedKVCache, seq_id: Hashable) -> None:
+        self._cache = cache
+        self._seq_id = seq_id
+
+    @property
+    def block_ids(self) -> tuple[int, ...]:
+        """Physical block ids in logical order (the manager's)."""
+        return tuple(as_index(b) for b in self._cache.manager.block_ids(self._seq_id))
+
+    @property
+    def block_size(self) -> int:
+        """Token slots per block."""
+        return self._cache.block_size
+
+    @property
+    def num_tokens(self) -> int:
+        """Tokens stored in every layer."""
+        return self._cache.length(self._seq_id)
+
+    @property
+    def num_blocks(self) -> int:
+        """How many blocks the table lists."""
+        return len(self.block_ids)
+
+    def slot_of(self, position: int) -> tuple[int, int]:
+        """``(physical block, offset)`` where token ``position`` (0-based) lives."""
+        position = as_index(position, "position")
+        if not 0 <= position < self.num_tokens:
+            raise IndexError(
+                f"position {position} is out of range: the sequence has {self.num_tokens} tokens"
+            )
+        logical, offset = divmod(position, self.block_size)
+        return self.block_ids[logical], offset
+
+    def ref_counts(self) -> tuple[int, ...]:
+        """The pool reference count of each listed block (> 1 where the block is shared)."""
+        return tuple(self._cache.pool.ref_count(b) for b in self.block_ids)
+
+    def entries(self) -> list[BlockTableEntry]:
+        """The table as rows ``(logical, physical, filled)``, for printing and drawing."""
+        size, tokens = self.block_size, self.num_tokens
+        return [
+            BlockTableEntry(i, block, min(size, tokens - i * size))
+            for i, block in enumerate(self.block_ids)
+        ]
+
+    def __repr__(self) -> str:
+        return f"SharedTableView(blocks={list(self.block_ids)}, num_tokens={self.num_tokens})"
+
+
+class SharingPagedKVCache(PagedKVCache):
+    """A paged KV cache whose sequences can fork, sharing blocks, with copy-on-write of real K/V.
+
+    Block tables live in ``manager`` (any :class:`ForkAppendFree`; a fresh
+    :class:`SharedBlockManager` by default), over the same ``pool``. The cache follows the
+    :class:`~kvcourse.kv_cache.KVCache` write rule; on top of it:
+
+    * :meth:`fork_sequence` makes a child that shares the parent's blocks (between forward passes);
+    * when layer 0 of a pass appends tokens, the cache compares the sequence's block ids before and
+      after the manager's ``append``: a block that was replaced (copy-on-write) has its filled rows
+      copied from the old block to the new one, in K and V of **every layer**, before anything new
+      is written. :attr:`copied_slots` counts those token rows (once, not per layer).
+
+    Because the cache only looks at block ids, it works with a student's manager too, and a wrong
+    manager shows up as wrong outputs, not as a crash.
+    """
+
+    def __init__(
+        self,
+        pool: BlockPool,
+        num_layers: int,
+        num_kv_heads: int,
+        head_dim: int,
+        *,
+        manager: ForkAppendFree | None = None,
+        dtype: torch.dtype = torch.float64,
+        device: str | torch.device = "cpu",
+    ) -> None:
+        if not isinstance(pool, BlockPool):
+            raise TypeError(f"pool must be a BlockPool, got {pool!r}")
+        manager = SharedBlockManager(pool) if manager is None else check_manager(manager, pool)
+        super().__init__(pool, num_layers, num_kv_heads, head_dim, dtype=dtype, device=device)
+        self.manager: ForkAppendFree = manager
+        self.copied_slots = 0
+
+    @classmethod
+    def for_model(
+        cls, model: TinyTransformer, pool: BlockPool, *, manager: ForkAppendFree | None = None
+    ) -> SharingPagedKVCache:
+        """An empty sharing cache shaped for ``model`` (a tiny transformer), over ``pool``."""
+        c = model.config
+        return cls(pool, c.num_layers, c.num_kv_heads, c.head_dim, manager=manager)
+
+    @property
+    def cow_count(self) -> int:
+        """Copy-on-writes made so far (the manager's count)."""
+        return self.manager.cow_count
+
+    def fork_sequence(self, parent_id: Hashable, child_id: Hashable) -> None:
+        """Create ``child_id`` sharing every block (and so every layer's K/V) of ``parent_id``.
+
+        Only between forward passes: a parent in the middle of a pass raises ``ValueError``.
+        Errors leave the cache unchanged.
+        """
+        filled = self._check_seq(parent_id)
+        if len(set(filled)) != 1:
+            raise ValueError(
+                f"sequence {parent_id!r} is in the middle of a forward pass (tokens per layer: "
+                f"{filled}); fork it after the last layer has been written"
+            )
+        if not isinstance(child_id, Hashable):
+            raise TypeError(f"a sequence id must be hashable (an int or a str), got {child_id!r}")
+        if child_id in self._filled:
+            raise ValueError(
+                f"sequence {child_id!r} already exists; pick a new id or free_sequence it first"
+            )
+        self.manager.fork(parent_id, child_id)
+        self._filled[child_id] = list(filled)
+        self._tables[child_id] = SharedTableView(self, child_id)  # type: ignore[assignment]
+
+    def block_table(self, seq_id: Hashable) -> SharedTableView:  # type: ignore[override]
+        """A read-only view of sequence ``seq_id``'s block table (ids, counts, entries)."""
+        self._check_seq(seq_id)
+        return self._tables[seq_id]  # type: ignore[return-value]
+
+    def blocks_needed(self, new_tokens: Mapping[Hashable, int]) -> int:
+        """Free blocks a step appending ``new_tokens[seq_id]`` tokens to each sequence takes,
+        copy-on-writes included.
+
+        ``m`` sequences of this step that share a partly filled last block with reference count
+        ``r`` copy it ``min(m, r − 1)`` times: the last writer of a block nobody else still holds
+        writes in place.
+        """
+        size = self.block_size
+        total = 0
+        writers: dict[int, int] = {}
+        for seq_id, count in new_tokens.items():
+            length = self._check_seq(seq_id)[-1]
+            count = _check_count("new token count", count)
+            blocks = self._tables[seq_id].block_ids
+            total += -(-(length + count) // size) - len(blocks)
+            if count > 0 and length % size and self.pool.ref_count(blocks[-1]) > 1:
+                writers[blocks[-1]] = writers.get(blocks[-1], 0) + 1
+        for block, count in writers.items():
+            total += min(count, self.pool.ref_count(block) - 1)
+        return total
+
+    # ------------------------------------------------------------------ storage hooks
+
+    def _add(self, seq_id: Hashable) -> None:
+        self.manager.add_sequence(seq_id)
+        self._tables[seq_id] = SharedTableView(self, seq_id)  # type: ignore[assignment]
+
+    def _free(self, seq_id: Hashable) -> None:
+        self.manager.free(seq_id)
+        del self._tables[seq_id]
+
+    def _slots(self, seq_id: Hashable, start: int, stop: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Physical block and offset of each token position in ``start .. stop - 1``."""
+        positions = torch.arange(start, stop, device=self.device)
+        blocks = torch.tensor(self._tables[seq_id].block_ids, dtype=torch.long, device=self.device)
+        return blocks[positions // self.block_size], positions % self.block_size
+
+    def _store(
+        self, seq_id: Hashable, layer: int, start: int, k: torch.Tensor, v: torch.Tensor
+    ) -> None:
+        if layer == 0:
+            before = self._tables[seq_id].block_ids
+            self.manager.append(seq_id, k.shape[0])  # all or nothing
+            after = self._tables[seq_id].block_ids
+            size = self.block_size
+            expected = -(-(start + k.shape[0]) // size)
+            if len(after) != expected:
+                raise RuntimeError(
+                    f"the block manager's append({seq_id!r}, {k.shape[0]}) left "
+                    f"{len(after)} blocks for {start + k.shape[0]} tokens; a sequence of that "
+                    f"length needs exactly {expected} blocks of {size} slots"
+                )
+            for i, (old, new) in enumerate(zip(before, after, strict=False)):
+                filled = min(size, start - i * size)
+                if old != new and filled > 0:  # copy-on-write: the old block's rows, all layers
+                    for k_blocks, v_blocks in zip(self._k, self._v, strict=True):
+                        k_blocks[new, :filled] = k_blocks[old, :filled]
+                        v_blocks[new, :filled] = v_blocks[old, :filled]
+                    self.copied_slots += filled
+        blocks, offsets = self._slots(seq_id, start, start + k.shape[0])
+        self._k[layer][blocks, offsets] = k
+        self._v[layer][blocks, offsets] = v
