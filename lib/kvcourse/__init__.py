@@ -10,6 +10,12 @@ Modules, one job each:
 * :mod:`kvcourse.blockwise_attention`: attention over a block table with an online softmax;
 * :mod:`kvcourse.tiny_transformer`: a seeded float64 decoder that runs on any KV cache;
 * :mod:`kvcourse.paged_attention_kernel`: the Triton paged decode-attention kernel;
+* :mod:`kvcourse.workloads`: seeded ShareGPT-like and Alpaca-like request streams;
+* :mod:`kvcourse.buddy`, :mod:`kvcourse.memory_accounting`: contiguous allocation and §3's
+  accounting of where the KV memory goes;
+* :mod:`kvcourse.sharing`, :mod:`kvcourse.decoding`: fork / copy-on-write / free and the §5
+  parallel-sampling and beam-search drivers;
+* :mod:`kvcourse.plots`, :mod:`kvcourse.widgets`: figures and JupyterLab steppers for the pages;
 * :mod:`kvcourse.accel`: which attention backend runs here (compiled, interpreted, reference);
 * :mod:`kvcourse.display`: computed tables for the book pages;
 * :mod:`kvcourse.grading_cli`: the instructor's grading commands (``kvcourse-grade``).
