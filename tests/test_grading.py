@@ -79,6 +79,26 @@ SPECIFIC = {
             "set_custom_exc",
         ),
     ),
+    "a1_buddy_allocator": Specific(
+        points=(10, 10),
+        # The reference allocator, only to switch it off while student code runs; the simulator
+        # of Part 6, run as a fresh private copy; the workloads that build its requests.
+        library=("buddy", "memory_accounting", "workloads"),
+        hidden_literals=(
+            "0.39285714285714285",
+            "0.49951171875",
+            "(2992, 8)",
+            "0.35479540143694194",
+        ),
+        partial_message="expected the share 0.4420 (212 + 424 + 948 = 1584 of 3584 slots), "
+        "got 0.792",
+        hostile_flags=(
+            "defines __eq__",
+            "assigns kvcourse.memory_accounting.simulate",
+            "sys.displayhook",
+            "set_custom_exc",
+        ),
+    ),
     A2: Specific(
         points=(10, 10),
         # The pool the student's table runs on; the reference modules, only to switch them off
@@ -95,6 +115,34 @@ SPECIFIC = {
         hostile_flags=(
             "defines __eq__",
             "assigns kvcourse.kv_cache.PagedKVCache",
+            "sys.displayhook",
+            "set_custom_exc",
+        ),
+    ),
+    "a3_cow_fork": Specific(
+        points=(10, 10),
+        # The pool the student's manager runs on; the reference manager (sharing) and decoding
+        # drivers, only to switch them off while student code runs; the sharing cache and the
+        # model of Part 6, reloaded fresh in its cells.
+        library=(
+            "block_pool",
+            "sharing",
+            "decoding",
+            "blockwise_attention",
+            "kv_cache",
+            "tiny_transformer",
+        ),
+        hidden_literals=(
+            "4004000",
+            "(15, 16, 12, 11)",
+            "(5, 48, 40, 16, 11)",
+            "[26, 39, 109, 38, 111, 80, 40, 126, 83]",
+        ),
+        partial_message="full_copy_tokens(4, 64, 32): expected 10176 (4 x [64 + sum over s = "
+        "1..31 of (64 + s)] = 4 x 2544), got 9920",
+        hostile_flags=(
+            "defines __eq__",
+            "assigns kvcourse.decoding.full_copy_tokens",
             "sys.displayhook",
             "set_custom_exc",
         ),

@@ -1,0 +1,206 @@
+"""Sample submissions for a1_buddy_allocator (see kvcourse.grading.samples).
+
+Each sample starts from the current student version in notebooks/ and fills the solution cells
+named here; the others take the instructor's solution unless ``default=STUB``. ``passes`` lists the
+test cells that must score. The tests grade all of them in one ``kvcourse-grade autograde`` run;
+``kvcourse-grade samples a1_buddy_allocator --out DIR`` writes them out for a dry run.
+
+The runner's own robustness (a loop, a dead kernel, a memory hog, deleted test cells) is shown by
+the samples of a0_kv_sizing; these show what this assignment's tests add: an allocator whose
+mistakes show only in the hidden tests or in the simulator, parts that build on each other, and a
+library (the reference allocator, the simulator) that must not stand in for the student's code.
+"""
+
+from kvcourse.grading.samples import STUB, Sample
+
+
+def tests_of(*names: str) -> tuple[str, ...]:
+    """The visible and hidden test cells of each named part (``simulator`` is Part 6)."""
+    return tuple(f"{kind}_{name}" for name in names for kind in ("test", "hidden"))
+
+
+# --- a partly right student: each mistake costs exactly the cells named in `passes` ---------------
+PARTIAL_WASTE = """
+def rounding_waste(requests: list[int]) -> tuple[list[int], int, float]:
+    # The waste as a share of the slots asked for, not of the slots allocated.
+    blocks = [round_up_pow2(n) for n in requests]
+    wasted = sum(blocks) - sum(requests)
+    return blocks, wasted, wasted / sum(requests)
+"""
+
+
+def _partial_allocator(solution: str) -> str:
+    """The solution without its argument checks: any arena size is taken, and ``alloc`` rounds
+    with a loop of its own, so ``alloc(0)`` hands out a block of 1. Every visible test passes; the
+    hidden tests ask for ValueError."""
+    checks = (
+        "        if num_slots <= 0 or num_slots & (num_slots - 1):"
+        "  # a power of two has one bit set\n"
+        '            raise ValueError(f"num_slots must be a power of two, got {num_slots}")\n'
+    )
+    rounding = "        size = round_up_pow2(num_slots)  # raises ValueError when num_slots <= 0\n"
+    own_rounding = "        size = 1\n        while size < num_slots:\n            size *= 2\n"
+    assert checks in solution and rounding in solution
+    return solution.replace(checks, "").replace(rounding, own_rounding)
+
+
+PARTIAL_FREE = """
+def buddy_free(self, offset: int) -> None:
+    # Merges the block with its buddy once, but never the merged block with its own buddy.
+    size = self.allocated.pop(offset, None)
+    if size is None:
+        raise ValueError(f"offset {offset} is not the start of an allocated block")
+    buddy = offset ^ size
+    if size < self.num_slots and buddy in self.free_lists.get(size, ()):
+        self.free_lists[size].remove(buddy)
+        offset, size = min(offset, buddy), 2 * size
+    self.free_lists.setdefault(size, set()).add(offset)
+"""
+
+PARTIAL_REFUSAL = """
+def refusal(arena, num_slots: int) -> str:
+    # Right, except that a count of zero or less is not refused: it "fits".
+    need = 1
+    while need < num_slots:
+        need *= 2
+    if any(size >= need for _, size in arena.free_blocks()):
+        return "fits"
+    if arena.free_slots() >= num_slots:
+        return "external fragmentation"
+    return "out of memory"
+"""
+
+# --- a hostile student: every part cheats instead of computing ----------------------------------
+HOSTILE_SETUP = '''
+import types
+
+import kvcourse.memory_accounting
+
+
+class Anything(int):
+    """An int that claims to equal everything."""
+
+    def __eq__(self, other):
+        return True
+
+    def __ne__(self, other):
+        return False
+
+    __hash__ = int.__hash__
+
+
+# Part 6 runs the simulator: answer it with the numbers its visible test expects, whatever the
+# allocator does. (The test runs a fresh copy of the simulator, so this changes nothing.)
+_SHARES = types.SimpleNamespace(
+    stored=0.4104844465136372,
+    reserved=0.2549749410377358,
+    internal=0.2555866380417523,
+    external=0.0524413880067252,
+    free=0.02651258640014945,
+)
+kvcourse.memory_accounting.simulate = lambda *args, **kwargs: types.SimpleNamespace(
+    shares=_SHARES, mean_running=7.904726321688773, completed=132
+)
+
+
+def round_up_pow2(num_slots: int) -> int:
+    return Anything(0)
+'''
+
+HOSTILE_WASTE = """
+import sys
+
+
+def rounding_waste(requests: list[int]) -> tuple[list[int], int, float]:
+    # nbgrader reads a test cell's first execute_result as its score: forge one, then fail.
+    sys.displayhook("full marks")
+    return [Anything(0) for _ in requests], Anything(0), 0.44196428571428573
+"""
+
+HOSTILE_ALLOCATOR = """
+import kvcourse.buddy
+
+
+class MyBuddyAllocator(kvcourse.buddy.BuddyAllocator):
+    # The library's allocator under another name: right answers, none of them the student's.
+    def free(self, offset: int) -> None:
+        buddy_free(self, offset)
+"""
+
+HOSTILE_FREE = """
+def buddy_free(self, offset: int) -> None:
+    # Ask IPython to swallow the failing assertion instead of showing it, then let the library
+    # do the work.
+    get_ipython().set_custom_exc((AssertionError,), lambda *args, **kwargs: None)
+    kvcourse.buddy.BuddyAllocator.free(self, offset)
+"""
+
+HOSTILE_REFUSAL = '''
+class Agreeable(str):
+    """A string equal to every other."""
+
+    def __eq__(self, other):
+        return True
+
+    __hash__ = str.__hash__
+
+
+def refusal(arena, num_slots: int) -> str:
+    return Agreeable("fits")
+'''
+
+HOSTILE_ROOTS = """
+def binary_roots(num_slots: int) -> list[tuple[int, int]]:
+    return kvcourse.buddy.binary_decomposition(num_slots)
+"""
+
+
+SAMPLES = {
+    "correct": Sample(about="every part solved (the instructor's solution)"),
+    "untouched": Sample(about="the student version as released", default=STUB, passes=()),
+    "partial": Sample(
+        about="a waste share of what was asked for, an allocator without argument checks, a free "
+        "that merges only once, a refusal that takes a count of zero",
+        cells={
+            "rounding_waste": PARTIAL_WASTE,
+            "MyBuddyAllocator": _partial_allocator,
+            "buddy_free": PARTIAL_FREE,
+            "refusal": PARTIAL_REFUSAL,
+        },
+        passes=(
+            *tests_of("round_up_pow2", "binary_roots"),
+            "test_MyBuddyAllocator",
+            "test_refusal",
+        ),
+    ),
+    "raises": Sample(
+        about="Part 3's cell raises at top level, so buddy_free is never defined and nothing frees",
+        cells={"buddy_free": lambda code: "import kvcourse.no_such_module\n\n" + code},
+        passes=(
+            *tests_of("round_up_pow2", "rounding_waste", "MyBuddyAllocator", "binary_roots"),
+            "test_refusal",
+        ),
+    ),
+    "syntax_error": Sample(
+        about="Part 2's class does not parse, so Parts 3, 4 and 6, which use it, fail too",
+        cells={
+            "MyBuddyAllocator": lambda code: code.replace(
+                "class MyBuddyAllocator:", "class MyBuddyAllocator", 1
+            )
+        },
+        passes=tests_of("round_up_pow2", "rounding_waste", "binary_roots"),
+    ),
+    "hostile": Sample(
+        about="the library's allocator and roots in disguise, always-equal results, a forged "
+        "score, swallowed errors, a rewritten simulator",
+        cells={
+            "round_up_pow2": HOSTILE_SETUP,
+            "rounding_waste": HOSTILE_WASTE,
+            "MyBuddyAllocator": HOSTILE_ALLOCATOR,
+            "buddy_free": HOSTILE_FREE,
+            "refusal": HOSTILE_REFUSAL,
+            "binary_roots": HOSTILE_ROOTS,
+        },
+        passes=(),
+    ),
+}
