@@ -46,6 +46,12 @@ SUSPICIOUS = {
     "signal": "handles signals",
     "subprocess": "starts processes",
     "sqlite3": "opens databases (the gradebook is one)",
+    "importlib": "reloads or re-imports modules (can bring back switched-off references)",
+    "reload": "reloads modules (can bring back switched-off references)",
+    "setprofile": "hooks every call (can unhook the tests' guards)",
+    "settrace": "hooks every line (can unhook the tests' guards)",
+    "__code__": "swaps a function's code",
+    "FunctionType": "builds functions from code objects (copies of library functions)",
 }
 
 #: Builtins and modules the tests rely on; rebinding them at top level shadows them in tests.

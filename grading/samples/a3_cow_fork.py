@@ -1,0 +1,179 @@
+"""Sample submissions for a3_cow_fork (see kvcourse.grading.samples).
+
+Each sample starts from the current student version in notebooks/ and fills the solution cells
+named here; the others take the instructor's solution unless ``default=STUB``. ``passes`` lists the
+test cells that must score. The tests grade all of them in one ``kvcourse-grade autograde`` run;
+``kvcourse-grade samples a3_cow_fork --out DIR`` writes them out for a dry run.
+
+The runner's own robustness (a loop, a dead kernel, a memory hog, deleted test cells) is shown by
+the samples of a0_kv_sizing. These show what this assignment's tests add: one class graded in
+three parts, and a library reference that must not stand in for the student's manager, whether
+it is called, subclassed, reloaded behind the tests' back or copied function by function.
+"""
+
+from kvcourse.grading.samples import STUB, Sample
+
+
+def tests_of(*names: str) -> tuple[str, ...]:
+    """The visible and hidden test cells of each named part."""
+    return tuple(f"{kind}_{name}" for name in names for kind in ("test", "hidden"))
+
+
+# --- a partly right student: each mistake costs exactly the cells named in `passes` ---------------
+def _partial_manager(solution: str) -> str:
+    """The solution without the up-front check in ``append``: the copy's block is taken first and
+    the new blocks after, so when the copy fits but the new blocks do not, ``allocate_many``
+    raises with the copy already made (a leaked block, a changed table). The visible tests run out
+    of blocks before the copy, which still changes nothing; the hidden tests of Part 3 (and the
+    random programs of Part 5, on small pools) do not."""
+    start = solution.index("        if int(copy) + new_blocks > self._pool.num_free:")
+    end = solution.index("        if copy:\n", start)
+    assert "raise OutOfBlocksError" in solution[start:end]
+    return solution[:start] + solution[end:]
+
+
+PARTIAL_FULL_COPY = """
+def full_copy_tokens(beam_width: int, prompt_len: int, steps: int) -> int:
+    # Counts steps 1 .. steps - 1 only: the first step's copies of the prompt are missing.
+    if beam_width <= 0 or prompt_len <= 0 or steps < 0:
+        raise ValueError("bad arguments")
+    return beam_width * sum(prompt_len + s for s in range(1, steps))
+"""
+
+# --- a hostile student: the library's manager in disguise, and every trick for Part 4 -----------
+HOSTILE_MANAGER = '''
+import importlib
+
+import kvcourse.sharing
+
+
+class CowBlockManager:
+    """The library's reference manager, loaded afresh for every manager: the functions the tests
+    switch off are not the ones that run."""
+
+    def __init__(self, pool):
+        fresh = importlib.reload(kvcourse.sharing)
+        self._inner = fresh.SharedBlockManager(pool)
+
+    @property
+    def pool(self):
+        return self._inner.pool
+
+    @property
+    def cow_count(self):
+        return self._inner.cow_count
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+'''
+
+HOSTILE_FULL_COPY = '''
+import sys
+
+import kvcourse.decoding
+
+
+class Anything(int):
+    """An int that claims to equal everything."""
+
+    def __eq__(self, other):
+        return True
+
+    def __ne__(self, other):
+        return False
+
+    __hash__ = int.__hash__
+
+
+# The tests never ask the library for expected values, so rewriting it changes nothing.
+kvcourse.decoding.full_copy_tokens = lambda *args, **kwargs: Anything(10176)
+
+
+def full_copy_tokens(beam_width, prompt_len, steps):
+    # nbgrader reads a test cell's first execute_result as its score: forge one; then ask
+    # IPython to swallow the failing assertion instead of showing it.
+    sys.displayhook("full marks")
+    get_ipython().set_custom_exc((AssertionError,), lambda *args, **kwargs: None)
+    return Anything(0)
+'''
+
+# --- a copycat: the reference's functions copied before the tests can switch them off ----------
+COPYCAT_MANAGER = """
+import types
+
+import kvcourse.sharing
+
+
+def _copy(function):
+    return types.FunctionType(
+        function.__code__, function.__globals__, function.__name__, function.__defaults__
+    )
+
+
+def _copied_class(name, source):
+    namespace = {}
+    for key, member in vars(source).items():
+        if isinstance(member, property):
+            namespace[key] = property(_copy(member.fget))
+        elif isinstance(member, types.FunctionType):
+            namespace[key] = _copy(member)
+        elif key not in ("__dict__", "__weakref__"):
+            namespace[key] = member
+    return type(name, (), namespace)
+
+
+CowBlockManager = _copied_class("CowBlockManager", kvcourse.sharing.SharedBlockManager)
+"""
+
+COPYCAT_FULL_COPY = """
+import types
+
+import kvcourse.decoding
+
+_reference = kvcourse.decoding.full_copy_tokens
+full_copy_tokens = types.FunctionType(_reference.__code__, _reference.__globals__)
+"""
+
+
+SAMPLES = {
+    "correct": Sample(about="every part solved (the instructor's solution)"),
+    "untouched": Sample(about="the student version as released", default=STUB, passes=()),
+    "partial": Sample(
+        about="an append that takes the copy's block before checking that the new blocks fit, "
+        "and a full-copy count that forgets the first step",
+        cells={
+            "CowBlockManager": _partial_manager,
+            "full_copy_tokens": PARTIAL_FULL_COPY,
+        },
+        passes=(
+            *tests_of("own_sequences", "fork_free"),
+            "test_copy_on_write",
+            "test_beam_script",
+            *tests_of("tiny_transformer"),
+        ),
+    ),
+    "raises": Sample(
+        about="the class cell raises at top level, so CowBlockManager is never defined",
+        cells={"CowBlockManager": lambda code: "import kvcourse.no_such_module\n\n" + code},
+        passes=tests_of("full_copy_tokens"),
+    ),
+    "syntax_error": Sample(
+        about="Part 4 does not parse; every other part is right",
+        cells={"full_copy_tokens": lambda code: code.replace(") -> int:", ") -> int", 1)},
+        passes=tests_of(
+            "own_sequences", "fork_free", "copy_on_write", "beam_script", "tiny_transformer"
+        ),
+    ),
+    "hostile": Sample(
+        about="the library's manager reloaded behind the tests' back; always-equal results, a "
+        "rewritten library, a forged score and swallowed errors for Part 4",
+        cells={"CowBlockManager": HOSTILE_MANAGER, "full_copy_tokens": HOSTILE_FULL_COPY},
+        passes=(),
+    ),
+    "copycat": Sample(
+        about="the library's manager and full_copy_tokens copied function by function before "
+        "the tests run",
+        cells={"CowBlockManager": COPYCAT_MANAGER, "full_copy_tokens": COPYCAT_FULL_COPY},
+        passes=(),
+    ),
+}
