@@ -245,7 +245,7 @@ def cmd_collect(course: Course, args: argparse.Namespace) -> int:
             except Exception as err:
                 raise CommandError(f"not a readable notebook ({type(err).__name__})") from None
         except (CommandError, zipfile.BadZipFile, OSError) as err:
-            print(f"{student:<16} {assignment}  NOT COLLECTED  {entry.name}: {err}")
+            print(f"{student:<16} {assignment:<20}  NOT COLLECTED  {entry.name}: {err}")
             status = EXIT_FAILED
             continue
         target = course.submitted / student / assignment
@@ -256,7 +256,7 @@ def cmd_collect(course: Course, args: argparse.Namespace) -> int:
         (target / f"{assignment}.ipynb").write_bytes(data)
         collected += 1
         print(
-            f"{student:<16} {assignment}  {'replaced' if replaced else 'collected'}  "
+            f"{student:<16} {assignment:<20}  {'replaced' if replaced else 'collected'}  "
             f"{entry.name} -> {course.rel(target)}"
         )
     print(f"{collected} submission(s) of {assignment} in {course.rel(course.submitted)}")
@@ -326,7 +326,7 @@ def cmd_autograde(course: Course, args: argparse.Namespace) -> int:
         protected = protected_ids(course.source_notebook(assignment))
         for student in students:
             started = time.monotonic()
-            line = f"{student:<16} {assignment}"
+            line = f"{student:<16} {assignment:<20}"
             if not STUDENT_ID.match(student):
                 print(f"{line}  NOT GRADED  the folder name is not a valid student id")
                 failed.append(f"{student}/{assignment}")
@@ -378,10 +378,10 @@ def cmd_feedback(course: Course, args: argparse.Namespace) -> int:
             student = html.parent.parent.name
             if "HIDDEN TESTS" in html.read_text(errors="replace"):
                 html.unlink()  # fail closed: never leave a file that shows hidden tests
-                print(f"{student:<16} {assignment}  REMOVED {course.rel(html)} (hidden tests)")
+                print(f"{student:<16} {assignment:<20}  REMOVED {course.rel(html)} (hidden tests)")
                 status = EXIT_FAILED
             else:
-                print(f"{student:<16} {assignment}  {course.rel(html)}")
+                print(f"{student:<16} {assignment:<20}  {course.rel(html)}")
     return status
 
 
