@@ -15,7 +15,8 @@ Modules, one job each:
   accounting of where the KV memory goes;
 * :mod:`kvcourse.sharing`, :mod:`kvcourse.decoding`: fork / copy-on-write / free and the §5
   parallel-sampling and beam-search drivers;
-* :mod:`kvcourse.plots`, :mod:`kvcourse.widgets`: figures and JupyterLab steppers for the pages;
+* :mod:`kvcourse.plots`, :mod:`kvcourse.plots_memory`, :mod:`kvcourse.plots_sharing`,
+  :mod:`kvcourse.widgets`: the pages' figures and JupyterLab steppers;
 * :mod:`kvcourse.accel`: which attention backend runs here (compiled, interpreted, reference);
 * :mod:`kvcourse.display`: computed tables for the book pages;
 * :mod:`kvcourse.grading_cli`: the instructor's grading commands (``kvcourse-grade``).
