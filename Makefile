@@ -33,8 +33,17 @@ $(VENV)/.installed: pyproject.toml
 
 venv: $(VENV)/.installed
 
+# The execution cache keys pages on their own source only, so a change in the library (or a new
+# benchmark result that §4 shows) would leave stale outputs: drop the cache when those change.
+INPUTS_HASH = $(shell find lib bench/results -type f \( -name '*.py' -o -name '*.txt' \) -not -path '*egg-info*' | sort \
+	| xargs cat | sha256sum | cut -c1-16)
+
 book: venv
+	@mkdir -p _build
+	@if [ "$$(cat _build/.inputs-hash 2>/dev/null)" != "$(INPUTS_HASH)" ]; then \
+		rm -rf _build/.jupyter_cache && echo "library changed: pages will re-execute"; fi
 	$(BIN)/jupyter-book build . -W -n --keep-going
+	@echo "$(INPUTS_HASH)" > _build/.inputs-hash
 
 lint: venv
 	$(BIN)/ruff check .
