@@ -70,7 +70,7 @@ def autograde_time(work: Path, assignments: list[str]) -> float:
     shutil.copy2(ROOT / "grading" / "nbgrader_config.py", course / "grading")
     shutil.copytree(ROOT / "solutions", course / "solutions")
     shutil.copytree(ROOT / "notebooks", course / "notebooks")
-    grade = [sys.executable, "-m", "kvcourse.grading_cli", "--course-root", str(course)]
+    grade = [sys.executable, "-m", "kvcourse.grading.cli", "--course-root", str(course)]
     subprocess.run([*grade, "release"], check=True, capture_output=True)
     for assignment in assignments:
         target = course / "grading" / "submitted" / "student" / assignment

@@ -9,7 +9,7 @@ Run from the repository root:
 
 Every contender is checked against the PyTorch reference before it is timed:
 
-* ``ours``: :func:`kvcourse.paged_attention_kernel.paged_decode_attention` on the paged cache;
+* ``ours``: :func:`kvcourse.attention.paged_decode.paged_decode_attention` on the paged cache;
 * ``sdpa``: ``torch.nn.functional.scaled_dot_product_attention`` on K and V that are already
   contiguous per sequence (``enable_gqa=True``), i.e. attention without paging;
 * ``gather-sdpa``: gather each sequence's pages into contiguous K and V, then the same SDPA call
@@ -104,7 +104,7 @@ class Problem:
 def build_problem(suite: Suite, batch: int, context: int, device: str) -> Problem:
     import torch
 
-    from kvcourse.paged_attention_kernel import paged_decode_attention_reference
+    from kvcourse.attention import paged_decode_attention_reference
 
     dtype = getattr(torch, suite.dtype)
     torch.manual_seed(batch * 100_003 + context)
@@ -200,7 +200,7 @@ def make_contender(peer: str, p: Problem, device: str):
     """A zero-argument callable computing [batch, q_heads, head_dim], and a note for the table."""
     import torch
 
-    from kvcourse.paged_attention_kernel import LaunchConfig, paged_decode_attention
+    from kvcourse.attention import LaunchConfig, paged_decode_attention
 
     if peer == "ours" or peer.startswith("ours:"):
         config = None
@@ -251,7 +251,7 @@ def make_contender(peer: str, p: Problem, device: str):
 def default_config(p: Problem):
     import torch
 
-    from kvcourse.paged_attention_kernel import choose_launch_config
+    from kvcourse.attention import choose_launch_config
 
     cuda = p.q.device.type == "cuda"
     return choose_launch_config(
@@ -301,7 +301,7 @@ def copy_bandwidth(device: str) -> tuple[float, str]:
 def worker(suite: Suite, items: list[tuple[int, str]], rep_ms: int) -> None:
     import torch
 
-    import kvcourse.accel as accel
+    import kvcourse.attention.backend as accel
 
     backend = accel.detect_backend()
     device = "cuda" if backend.name == "triton-gpu" else "cpu"
@@ -552,7 +552,7 @@ def sweep_peers(suite: Suite, batch: int, context: int, sms: int) -> list[str]:
     """Launch configurations around the default one: one knob changed at a time."""
     import torch
 
-    from kvcourse.paged_attention_kernel import MAX_SPLITS, LaunchConfig, choose_launch_config
+    from kvcourse.attention import MAX_SPLITS, LaunchConfig, choose_launch_config
 
     base = choose_launch_config(
         batch=batch, q_heads=suite.q_heads, kv_heads=suite.kv_heads, head_dim=suite.head_dim,
@@ -585,7 +585,7 @@ def compile_report(suite: Suite) -> int:
     """
     import torch
 
-    import kvcourse.accel as accel
+    import kvcourse.attention.backend as accel
 
     # Compiled mode on a machine without a GPU: only compiling, never launching.
     os.environ.pop("TRITON_INTERPRET", None)
@@ -595,8 +595,8 @@ def compile_report(suite: Suite) -> int:
         from triton.backends.compiler import GPUTarget
         from triton.compiler import ASTSource
 
-        from kvcourse.kernels import paged_decode as kernels
-        from kvcourse.paged_attention_kernel import choose_launch_config
+        from kvcourse.attention import choose_launch_config
+        from kvcourse.attention import triton_paged_decode as kernels
 
         cuobjdump = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
         if not cuobjdump.exists():

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from kvcourse import accel
+from kvcourse.attention import backend as accel
 
 
 def run_python(code: str, **env: str) -> subprocess.CompletedProcess:
@@ -47,7 +47,7 @@ def test_cpu_machine_gets_the_interpreter_in_a_fresh_process():
         pytest.skip("triton is not installed on this platform")
     code = (
         "import os, torch\n"
-        "from kvcourse.accel import detect_backend, load_triton\n"
+        "from kvcourse.attention.backend import detect_backend, load_triton\n"
         "b = detect_backend(); t = load_triton()\n"
         "print(b.name, torch.cuda.is_available(), os.environ.get('TRITON_INTERPRET'))\n"
     )
@@ -66,7 +66,7 @@ def test_triton_imported_too_early_on_a_cpu_is_a_clear_error():
     code = (
         "import torch, triton\n"
         "if torch.cuda.is_available(): print('gpu'); raise SystemExit(0)\n"
-        "from kvcourse.accel import load_triton\n"
+        "from kvcourse.attention.backend import load_triton\n"
         "load_triton()\n"
     )
     result = run_python(code)

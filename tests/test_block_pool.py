@@ -1,4 +1,4 @@
-"""Tests for kvcourse.block_pool and kvcourse.block_table (§4.1): the pool, block tables, and the
+"""Tests for kvcourse.blocks.pool and kvcourse.blocks.table (§4.1): the pool, block tables, and the
 invariants that hold between them after any sequence of operations."""
 
 from __future__ import annotations
@@ -9,8 +9,13 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from kvcourse.block_pool import BlockPool, OutOfBlocksError
-from kvcourse.block_table import BlockTable, BlockTableEntry, SharedBlockWriteError
+from kvcourse.blocks import (
+    BlockPool,
+    BlockTable,
+    BlockTableEntry,
+    OutOfBlocksError,
+    SharedBlockWriteError,
+)
 
 
 def pool_state(pool: BlockPool) -> tuple:

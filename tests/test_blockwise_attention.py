@@ -1,4 +1,4 @@
-"""Tests for kvcourse.blockwise_attention (§4.2): blockwise attention with the online softmax
+"""Tests for kvcourse.attention.blockwise (§4.2): blockwise attention with the online softmax
 equals plain attention over the same keys and values, in NumPy and in PyTorch."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvcourse.blockwise_attention import (
+from kvcourse.attention import (
     BlockStep,
     blockwise_attention,
     blockwise_decode_attention,

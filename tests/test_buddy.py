@@ -1,4 +1,4 @@
-"""Tests for kvcourse.buddy (§3.2, exercise 2, assignment a1): rounding, the 16-slot walk-through,
+"""Tests for kvcourse.blocks.buddy (§3.2, exercise 2, assignment a1): rounding, the 16-slot walk-through,
 arenas whose size is not a power of two, clear errors, and the allocator's invariants under random
 alloc/free sequences."""
 
@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from kvcourse.buddy import (
+from kvcourse.blocks import (
     EX2_REQUESTS,
     WALKTHROUGH_REQUESTS,
     BuddyAllocator,

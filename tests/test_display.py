@@ -2,7 +2,7 @@
 
 import pytest
 
-from kvcourse.display import html_table, markdown_table
+from kvcourse.viz import html_table, markdown_table
 
 
 def test_markdown_table_renders_rows_and_escapes_pipes():

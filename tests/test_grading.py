@@ -94,7 +94,7 @@ SPECIFIC = {
         "got 0.792",
         hostile_flags=(
             "defines __eq__",
-            "assigns kvcourse.memory_accounting.simulate",
+            "assigns kvcourse.serving.accounting_tmp.simulate",
             "sys.displayhook",
             "set_custom_exc",
         ),
@@ -114,7 +114,7 @@ SPECIFIC = {
         partial_message="half_block_waste_estimate(16, 493): expected about 0.0162, got 1.62",
         hostile_flags=(
             "defines __eq__",
-            "assigns kvcourse.kv_cache.PagedKVCache",
+            "assigns kvcourse.kv.cache.PagedKVCache",
             "sys.displayhook",
             "set_custom_exc",
         ),
@@ -142,7 +142,7 @@ SPECIFIC = {
         "1..31 of (64 + s)] = 4 x 2544), got 9920",
         hostile_flags=(
             "defines __eq__",
-            "assigns kvcourse.decoding.full_copy_tokens",
+            "assigns kvcourse.generation.decoding_tmp.full_copy_tokens",
             "sys.displayhook",
             "set_custom_exc",
         ),
@@ -157,7 +157,7 @@ def specific(assignment: str) -> Specific:
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     """Run ``kvcourse-grade`` as a student of the course would: a fresh process in ``cwd``."""
     return subprocess.run(
-        [sys.executable, "-m", "kvcourse.grading_cli", *args],
+        [sys.executable, "-m", "kvcourse.grading.cli", *args],
         cwd=cwd,
         capture_output=True,
         text=True,

@@ -1,4 +1,4 @@
-"""Tests for kvcourse.memory_accounting (§3.3, §3.4): the five kinds of KV memory add up, the three
+"""Tests for kvcourse.serving.accounting_tmp (§3.3, §3.4): the five kinds of KV memory add up, the three
 policies rank as the lecture says, runs are deterministic, the A100 figures land in their bands,
 a student's allocator plugs in, and bad arguments are refused clearly."""
 
@@ -9,8 +9,8 @@ import math
 import numpy as np
 import pytest
 
-from kvcourse.buddy import BuddyAllocator
-from kvcourse.memory_accounting import (
+from kvcourse.blocks import BuddyAllocator
+from kvcourse.serving import (
     A100_SLOTS,
     KINDS,
     AccountingResult,

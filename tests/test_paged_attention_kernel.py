@@ -15,9 +15,9 @@ import math
 import pytest
 import torch
 
-from kvcourse import accel
-from kvcourse import paged_attention_kernel as pak
-from kvcourse.paged_attention_kernel import (
+from kvcourse.attention import backend as accel
+from kvcourse.attention import paged_decode as pak
+from kvcourse.attention import (
     LaunchConfig,
     choose_launch_config,
     paged_decode_attention,

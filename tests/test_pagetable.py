@@ -1,4 +1,4 @@
-"""Tests for kvcourse.pagetable, the toy virtual memory of §2."""
+"""Tests for kvcourse.os_paging, the toy virtual memory of §2."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvcourse.pagetable import (
+from kvcourse.os_paging import (
     AddressSpace,
     OutOfFramesError,
     PageTableEntry,

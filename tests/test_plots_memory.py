@@ -1,23 +1,16 @@
-"""The §3 drawings (kvcourse.plots_memory), headless: the right number of slots, blocks, bars and
+"""The §3 drawings (kvcourse.viz.memory), headless: the right number of slots, blocks, bars and
 lines, the labels a reader needs, and clear errors for bad input."""
 
 import io
 
 import matplotlib
 import pytest
+from matplotlib.collections import PolyCollection
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-
-from matplotlib.collections import PolyCollection  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-
-from kvcourse.buddy import WALKTHROUGH_REQUESTS, buddy_walkthrough  # noqa: E402
-from kvcourse.memory_accounting import (  # noqa: E402
-    KINDS,
-    compare_policies,
-    default_policies,
-)
-from kvcourse.plots_memory import (  # noqa: E402
+from kvcourse.blocks import WALKTHROUGH_REQUESTS, buddy_walkthrough
+from kvcourse.serving import KINDS, compare_policies, default_policies
+from kvcourse.viz import (
     KIND_COLORS,
     KIND_LABELS,
     ArenaRun,
@@ -29,7 +22,7 @@ from kvcourse.plots_memory import (  # noqa: E402
     memory_timeline_plot,
     rate_sweep_plot,
 )
-from kvcourse.workloads import LengthDistribution, generate_requests  # noqa: E402
+from kvcourse.workloads import LengthDistribution, generate_requests
 
 # A small overloaded run, fast enough for a unit test (the same shape as the accounting tests').
 SMALL = LengthDistribution("small", mean_prompt=20, mean_output=60, max_total=256)

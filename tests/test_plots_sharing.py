@@ -2,20 +2,15 @@
 
 import io
 
-import matplotlib
 import pytest
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-
-from matplotlib.figure import Figure  # noqa: E402
-
-from kvcourse.block_pool import BlockPool  # noqa: E402
-from kvcourse.decoding import (  # noqa: E402
-    expected_cow_count,
-    random_parent_choices,
-    scripted_beam_search,
+from kvcourse.blocks import (
+    BlockPool,
+    SharedBlockManager,
 )
-from kvcourse.plots_sharing import (  # noqa: E402
+from kvcourse.generation import expected_cow_count, random_parent_choices, scripted_beam_search
+from kvcourse.viz import (
     FORK_SAMPLE_WORDS,
     SYSTEM_PROMPT,
     SYSTEM_QUESTIONS,
@@ -30,7 +25,6 @@ from kvcourse.plots_sharing import (  # noqa: E402
     sharing_frames_figure,
     sharing_legend_handles,
 )
-from kvcourse.sharing import SharedBlockManager  # noqa: E402
 
 
 def render(fig: Figure) -> None:

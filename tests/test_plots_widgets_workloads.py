@@ -3,29 +3,28 @@
 import io
 import math
 
-import matplotlib
 import pytest
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-
-from matplotlib.figure import Figure  # noqa: E402
-
-from kvcourse.block_pool import BlockPool  # noqa: E402
-from kvcourse.block_table import BlockTable  # noqa: E402
-from kvcourse.plots import (  # noqa: E402
+from kvcourse.blocks import (
+    BlockPool,
+    BlockTable,
+)
+from kvcourse.viz import (
     FOUR_SCORE_PROMPT,
+    BlockTableStepper,
     PoolState,
     block_size_waste,
     block_size_waste_plot,
     block_table_animation,
     block_table_frames,
     block_table_frames_figure,
+    block_table_stepper,
     draw_block_table,
     draw_system_overview,
     four_score_frames,
 )
-from kvcourse.widgets import BlockTableStepper, block_table_stepper  # noqa: E402
-from kvcourse.workloads import (  # noqa: E402
+from kvcourse.workloads import (
     ALPACA,
     SHAREGPT,
     LengthDistribution,

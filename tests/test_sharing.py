@@ -1,4 +1,4 @@
-"""Tests for kvcourse.sharing and kvcourse.decoding (§5): fork, append with copy-on-write and free;
+"""Tests for kvcourse.blocks.sharing and kvcourse.generation.decoding_tmp (§5): fork, append with copy-on-write and free;
 the Ex 4 and Ex 5 counts; invariants under random programs; and outputs that do not depend on
 whether KV blocks are shared."""
 
@@ -18,8 +18,15 @@ from hypothesis.stateful import (
     rule,
 )
 
-from kvcourse.block_pool import BlockPool, OutOfBlocksError
-from kvcourse.decoding import (
+from kvcourse.blocks import (
+    BlockPool,
+    CopyOnWrite,
+    ForkAppendFree,
+    OutOfBlocksError,
+    SharedBlockManager,
+    check_manager,
+)
+from kvcourse.generation import (
     compare_beam_search,
     expected_cow_count,
     full_copy_tokens,
@@ -30,15 +37,8 @@ from kvcourse.decoding import (
     scripted_beam_search,
     shared_prefix,
 )
-from kvcourse.kv_cache import ContiguousKVCache, UnknownSequenceError
-from kvcourse.sharing import (
-    CopyOnWrite,
-    ForkAppendFree,
-    SharedBlockManager,
-    SharingPagedKVCache,
-    check_manager,
-)
-from kvcourse.tiny_transformer import TinyTransformer
+from kvcourse.kv import ContiguousKVCache, SharingPagedKVCache, UnknownSequenceError
+from kvcourse.model import TinyTransformer
 
 
 def state(manager: SharedBlockManager) -> tuple:

@@ -4,18 +4,6 @@ import math
 
 import pytest
 
-from kvcourse.models import (
-    A100_40GB,
-    LLAMA2_70B,
-    LLAMA31_8B,
-    LLAMA31_70B,
-    MODELS,
-    OPT_13B,
-    GPUSpec,
-    ModelSpec,
-    dtype_bytes,
-    get_model,
-)
 from kvcourse.sizing import (
     flops_per_token,
     kv_bytes_per_flop,
@@ -28,6 +16,18 @@ from kvcourse.sizing import (
     recompute_seconds,
     transfer_seconds,
     weight_bytes,
+)
+from kvcourse.specs import (
+    A100_40GB,
+    LLAMA2_70B,
+    LLAMA31_8B,
+    LLAMA31_70B,
+    MODELS,
+    OPT_13B,
+    GPUSpec,
+    ModelSpec,
+    dtype_bytes,
+    get_model,
 )
 
 

@@ -1,4 +1,4 @@
-"""Tests for kvcourse.kv_cache and kvcourse.tiny_transformer (§4, demo 2): the tiny model gives the
+"""Tests for kvcourse.kv.cache and kvcourse.model (§4, demo 2): the tiny model gives the
 same logits on a paged KV cache as on a contiguous one, and the caches' errors are clear."""
 
 from __future__ import annotations
@@ -6,13 +6,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kvcourse.block_pool import BlockPool, OutOfBlocksError
-from kvcourse.blockwise_attention import (
+from kvcourse.attention import (
     blockwise_attention,
     blockwise_decode_attention,
     contiguous_attention,
 )
-from kvcourse.kv_cache import (
+from kvcourse.blocks import BlockPool, OutOfBlocksError
+from kvcourse.kv import (
     BlockTableLike,
     ContiguousKVCache,
     KVCache,
@@ -20,7 +20,7 @@ from kvcourse.kv_cache import (
     PagedKVCache,
     UnknownSequenceError,
 )
-from kvcourse.tiny_transformer import (
+from kvcourse.model import (
     TinyConfig,
     TinyTransformer,
     max_logit_difference,
@@ -457,7 +457,7 @@ def test_max_logit_difference_reports_nan_logits():
     """A cache that produces NaN must not look perfect: max() would drop the NaN."""
     import math
 
-    from kvcourse.tiny_transformer import TinyTransformer, max_logit_difference
+    from kvcourse.model import TinyTransformer, max_logit_difference
 
     model = TinyTransformer(seed=0)
 

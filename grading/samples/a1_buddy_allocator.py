@@ -74,7 +74,7 @@ def refusal(arena, num_slots: int) -> str:
 HOSTILE_SETUP = '''
 import types
 
-import kvcourse.memory_accounting
+import kvcourse.serving.accounting_tmp
 
 
 class Anything(int):
@@ -98,7 +98,7 @@ _SHARES = types.SimpleNamespace(
     external=0.0524413880067252,
     free=0.02651258640014945,
 )
-kvcourse.memory_accounting.simulate = lambda *args, **kwargs: types.SimpleNamespace(
+kvcourse.serving.accounting_tmp.simulate = lambda *args, **kwargs: types.SimpleNamespace(
     shares=_SHARES, mean_running=7.904726321688773, completed=132
 )
 
@@ -118,10 +118,10 @@ def rounding_waste(requests: list[int]) -> tuple[list[int], int, float]:
 """
 
 HOSTILE_ALLOCATOR = """
-import kvcourse.buddy
+import kvcourse.blocks.buddy
 
 
-class MyBuddyAllocator(kvcourse.buddy.BuddyAllocator):
+class MyBuddyAllocator(kvcourse.blocks.buddy.BuddyAllocator):
     # The library's allocator under another name: right answers, none of them the student's.
     def free(self, offset: int) -> None:
         buddy_free(self, offset)
@@ -132,7 +132,7 @@ def buddy_free(self, offset: int) -> None:
     # Ask IPython to swallow the failing assertion instead of showing it, then let the library
     # do the work.
     get_ipython().set_custom_exc((AssertionError,), lambda *args, **kwargs: None)
-    kvcourse.buddy.BuddyAllocator.free(self, offset)
+    kvcourse.blocks.buddy.BuddyAllocator.free(self, offset)
 """
 
 HOSTILE_REFUSAL = '''
@@ -151,7 +151,7 @@ def refusal(arena, num_slots: int) -> str:
 
 HOSTILE_ROOTS = """
 def binary_roots(num_slots: int) -> list[tuple[int, int]]:
-    return kvcourse.buddy.binary_decomposition(num_slots)
+    return kvcourse.blocks.buddy.binary_decomposition(num_slots)
 """
 
 

@@ -97,10 +97,10 @@ def blockwise_attention(q, k_blocks, v_blocks, block_ids, seq_len, scale=None):
 
 # --- a hostile student: every part cheats instead of computing ----------------------------------
 HOSTILE_TABLE = """
-import kvcourse.block_table
+import kvcourse.blocks.table
 
 
-class MyBlockTable(kvcourse.block_table.BlockTable):
+class MyBlockTable(kvcourse.blocks.table.BlockTable):
     # The library's table under another name: right answers, none of them the student's.
     pass
 """
@@ -157,9 +157,9 @@ def online_softmax_update(running_max, running_sum, acc, scores, values):
 '''
 
 HOSTILE_BLOCKWISE = '''
-import kvcourse.kv_cache
-import kvcourse.tiny_transformer
-from kvcourse.blockwise_attention import blockwise_attention as _reference
+import kvcourse.kv.cache
+import kvcourse.model
+from kvcourse.attention import blockwise_attention as _reference
 
 
 def blockwise_attention(q, k_blocks, v_blocks, block_ids, seq_len, scale=None):
@@ -167,7 +167,7 @@ def blockwise_attention(q, k_blocks, v_blocks, block_ids, seq_len, scale=None):
     return _reference(q[None], k_blocks, v_blocks, block_ids, seq_len, scale=scale)[0]
 
 
-class _NotPaged(kvcourse.kv_cache.ContiguousKVCache):
+class _NotPaged(kvcourse.kv.cache.ContiguousKVCache):
     """A contiguous cache posing as the paged one: the table is never used."""
 
     def __init__(self, pool, *shape, table_factory=None, **kwargs):
@@ -176,7 +176,7 @@ class _NotPaged(kvcourse.kv_cache.ContiguousKVCache):
 
 # Part 4 compares a "paged" run with a contiguous one: answer the paged call with the logits of
 # the contiguous call just before it. (Nothing the tests switch off is called on the way.)
-_forward = kvcourse.tiny_transformer.TinyTransformer.forward
+_forward = kvcourse.model.TinyTransformer.forward
 _last = {}
 
 
@@ -187,8 +187,8 @@ def _echo(self, batch, cache, **kwargs):
     return _last["logits"]
 
 
-kvcourse.kv_cache.PagedKVCache = _NotPaged
-kvcourse.tiny_transformer.TinyTransformer.forward = _echo
+kvcourse.kv.cache.PagedKVCache = _NotPaged
+kvcourse.model.TinyTransformer.forward = _echo
 '''
 
 

@@ -44,7 +44,7 @@ def full_copy_tokens(beam_width: int, prompt_len: int, steps: int) -> int:
 HOSTILE_MANAGER = '''
 import importlib
 
-import kvcourse.sharing
+import kvcourse.blocks.sharing
 
 
 class CowBlockManager:
@@ -52,7 +52,7 @@ class CowBlockManager:
     switch off are not the ones that run."""
 
     def __init__(self, pool):
-        fresh = importlib.reload(kvcourse.sharing)
+        fresh = importlib.reload(kvcourse.blocks.sharing)
         self._inner = fresh.SharedBlockManager(pool)
 
     @property
@@ -70,7 +70,7 @@ class CowBlockManager:
 HOSTILE_FULL_COPY = '''
 import sys
 
-import kvcourse.decoding
+import kvcourse.generation.decoding_tmp
 
 
 class Anything(int):
@@ -86,7 +86,7 @@ class Anything(int):
 
 
 # The tests never ask the library for expected values, so rewriting it changes nothing.
-kvcourse.decoding.full_copy_tokens = lambda *args, **kwargs: Anything(10176)
+kvcourse.generation.decoding_tmp.full_copy_tokens = lambda *args, **kwargs: Anything(10176)
 
 
 def full_copy_tokens(beam_width, prompt_len, steps):
@@ -101,7 +101,7 @@ def full_copy_tokens(beam_width, prompt_len, steps):
 COPYCAT_MANAGER = """
 import types
 
-import kvcourse.sharing
+import kvcourse.blocks.sharing
 
 
 def _copy(function):
@@ -122,15 +122,15 @@ def _copied_class(name, source):
     return type(name, (), namespace)
 
 
-CowBlockManager = _copied_class("CowBlockManager", kvcourse.sharing.SharedBlockManager)
+CowBlockManager = _copied_class("CowBlockManager", kvcourse.blocks.sharing.SharedBlockManager)
 """
 
 COPYCAT_FULL_COPY = """
 import types
 
-import kvcourse.decoding
+import kvcourse.generation.decoding_tmp
 
-_reference = kvcourse.decoding.full_copy_tokens
+_reference = kvcourse.generation.decoding_tmp.full_copy_tokens
 full_copy_tokens = types.FunctionType(_reference.__code__, _reference.__globals__)
 """
 

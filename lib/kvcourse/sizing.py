@@ -1,6 +1,6 @@
 """KV-cache and compute sizing (§1, §9; exercises 1, 8 and 9).
 
-Every function here is closed-form arithmetic on a :class:`~kvcourse.models.ModelSpec`: how many
+Every function here is closed-form arithmetic on a :class:`~kvcourse.specs.ModelSpec`: how many
 bytes of K and V one token leaves behind, how many tokens fit next to the weights on a GPU, how
 many FLOPs it takes to recompute a token, and how long reading it back over a link would take
 instead.
@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import math
 
-from kvcourse.models import GPUSpec, ModelSpec, dtype_bytes
+from kvcourse.specs import GPUSpec, ModelSpec, dtype_bytes
 
 
 def _check_model(model: object) -> ModelSpec:
     if not isinstance(model, ModelSpec):
-        raise TypeError(f"expected a ModelSpec (e.g. kvcourse.models.OPT_13B), got {model!r}")
+        raise TypeError(f"expected a ModelSpec (e.g. kvcourse.specs.OPT_13B), got {model!r}")
     return model
 
 
@@ -105,7 +105,7 @@ def kv_token_capacity(
     """
     model = _check_model(model)
     if not isinstance(gpu, GPUSpec):
-        raise TypeError(f"expected a GPUSpec (e.g. kvcourse.models.A100_40GB), got {gpu!r}")
+        raise TypeError(f"expected a GPUSpec (e.g. kvcourse.specs.A100_40GB), got {gpu!r}")
     if not isinstance(activation_fraction, (int, float)) or not 0 <= activation_fraction < 1:
         raise ValueError(f"activation_fraction must be in [0, 1), got {activation_fraction!r}")
     if weights is None:

@@ -7,5 +7,5 @@
 * :mod:`kvcourse.grading.samples`: builds sample submissions from the current student version.
 * :mod:`kvcourse.grading.review`: flags submission code an instructor should look at.
 
-The command line is :mod:`kvcourse.grading_cli` (``kvcourse-grade``).
+The command line is :mod:`kvcourse.grading.cli` (``kvcourse-grade``).
 """

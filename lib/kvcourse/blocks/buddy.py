@@ -26,7 +26,7 @@ than the largest root (8192 here) can never be served, even from an empty arena.
 is taken, so a run is the same on every machine.
 
 :class:`ContiguousAllocator` is the interface a student's allocator implements in assignment a1;
-the simulator of :mod:`kvcourse.memory_accounting` accepts any object that has it.
+the simulator of :mod:`kvcourse.serving.accounting_tmp` accepts any object that has it.
 
 >>> arena = BuddyAllocator(16)
 >>> arena.alloc(3), arena.alloc(8), arena.free_blocks()
@@ -43,7 +43,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from kvcourse.block_pool import as_index
+from kvcourse.blocks.pool import as_index
 
 __all__ = [
     "EX2_REQUESTS",

@@ -7,11 +7,11 @@ figure only when it is displayed or glued).
 * :func:`draw_block_table`: one sequence's logical KV blocks, its block table, arrows into the
   physical block pool (blocks held by other requests shaded, free blocks white), as in Fig. 6 of
   the vLLM paper;
-* :func:`block_table_frames` records a real :class:`~kvcourse.block_table.BlockTable` after
+* :func:`block_table_frames` records a real :class:`~kvcourse.blocks.table.BlockTable` after
   prefill and after each decode step, :func:`four_score_frames` the lecture's example, and
   :func:`block_table_frames_figure` / :func:`block_table_animation` render the frames for a static
   page (small multiples, or a ``FuncAnimation`` whose ``to_jshtml()`` needs no kernel);
-  :mod:`kvcourse.widgets` steps through the same frames in JupyterLab;
+  :mod:`kvcourse.viz.widgets` steps through the same frames in JupyterLab;
 * :func:`block_size_waste` and :func:`block_size_waste_plot`: the share of allocated KV slots left
   empty in each sequence's last block, against the block size;
 * :func:`draw_system_overview`: the scheduler, its block manager and the GPU workers (§4.5).
@@ -28,8 +28,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Patch, Rectangle
 
-from kvcourse.block_pool import BlockPool
-from kvcourse.block_table import BlockTable, BlockTableEntry
+from kvcourse.blocks.pool import BlockPool
+from kvcourse.blocks.table import BlockTable, BlockTableEntry
 
 __all__ = [
     "FOUR_SCORE_OUTPUT",
@@ -72,7 +72,7 @@ _FONT = 11
 
 @dataclass(frozen=True)
 class PoolState:
-    """A frozen picture of a :class:`~kvcourse.block_pool.BlockPool`: its size and which block
+    """A frozen picture of a :class:`~kvcourse.blocks.pool.BlockPool`: its size and which block
     ids are in use. Frames keep one of these, since the pool itself keeps changing."""
 
     num_blocks: int

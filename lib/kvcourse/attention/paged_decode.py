@@ -13,8 +13,8 @@ and values the sequence has cached so far. In a paged cache those live in fixed-
 
 Two functions compute the same thing:
 
-* :func:`paged_decode_attention` runs the Triton kernels of :mod:`kvcourse.kernels.paged_decode`
-  -- compiled on a GPU, in Triton's interpreter on a CPU (chosen by :mod:`kvcourse.accel`) -- and
+* :func:`paged_decode_attention` runs the Triton kernels of :mod:`kvcourse.attention.triton_paged_decode`
+  -- compiled on a GPU, in Triton's interpreter on a CPU (chosen by :mod:`kvcourse.attention.backend`) -- and
   falls back to the reference where Triton is not installed;
 * :func:`paged_decode_attention_reference` is plain PyTorch: it gathers each sequence's pages into
   one contiguous K and V and computes ``softmax(q Kᵀ · scale) V``. It is the correctness oracle.
@@ -38,7 +38,7 @@ from types import ModuleType
 
 import torch
 
-from kvcourse.accel import load_triton
+from kvcourse.attention.backend import load_triton
 
 #: Element types the Triton kernel accepts (the reference also takes float64).
 KERNEL_DTYPES: tuple[torch.dtype, ...] = (torch.float32, torch.float16, torch.bfloat16)
@@ -415,7 +415,7 @@ def _load_kernels() -> ModuleType | None:
     global _kernels_module, _kernels_loaded
     if not _kernels_loaded:
         if load_triton() is not None:
-            from kvcourse.kernels import paged_decode
+            from kvcourse.attention import triton_paged_decode as paged_decode
 
             _kernels_module = paged_decode
         _kernels_loaded = True
@@ -450,7 +450,7 @@ def paged_decode_attention(
       a GPU the check reads the tensors back and waits for the device, so pass ``validate=True``
       while debugging. An out-of-range id that is not caught reads the wrong memory.
 
-    Runs compiled on a GPU and in Triton's interpreter on a CPU (see :mod:`kvcourse.accel`). In
+    Runs compiled on a GPU and in Triton's interpreter on a CPU (see :mod:`kvcourse.attention.backend`). In
     the interpreter, bfloat16 inputs are widened to float32 first (exactly) because the interpreter
     computes bfloat16 ``tl.dot`` wrongly. Where Triton is not installed it returns
     :func:`paged_decode_attention_reference`'s result. Raises ``TypeError`` or ``ValueError``

@@ -1,10 +1,10 @@
 """Interactive steppers for JupyterLab readers (ipywidgets).
 
 Widgets need a live kernel: on the rendered book page they would show only their saved state, so
-the book shows pre-rendered frames (:func:`kvcourse.plots.block_table_frames_figure`) and these
+the book shows pre-rendered frames (:func:`kvcourse.viz.block_tables.block_table_frames_figure`) and these
 widgets are for readers who open the page or an assignment in JupyterLab.
 
->>> from kvcourse.widgets import block_table_stepper
+>>> from kvcourse.viz.widgets import block_table_stepper
 >>> stepper = block_table_stepper()  # the lecture's "Four score and seven years ago our"
 >>> stepper.index, stepper.num_frames
 (0, 6)
@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import ipywidgets as widgets
 from matplotlib.figure import Figure
 
-from kvcourse.plots import BlockTableFrame, draw_block_table_frame, four_score_frames
+from kvcourse.viz.block_tables import BlockTableFrame, draw_block_table_frame, four_score_frames
 
 __all__ = ["BlockTableStepper", "block_table_stepper", "render_frame_png"]
 
@@ -29,7 +29,7 @@ __all__ = ["BlockTableStepper", "block_table_stepper", "render_frame_png"]
 def render_frame_png(
     frame: BlockTableFrame, *, figsize: tuple[float, float] = (8.0, 4.0), dpi: int = 100
 ) -> bytes:
-    """One frame drawn by :func:`kvcourse.plots.draw_block_table` as PNG bytes (no pyplot)."""
+    """One frame drawn by :func:`kvcourse.viz.block_tables.draw_block_table` as PNG bytes (no pyplot)."""
     if not isinstance(frame, BlockTableFrame):
         raise TypeError(f"frame must be a BlockTableFrame, got {frame!r}")
     fig = Figure(figsize=figsize, layout="constrained")
@@ -42,7 +42,7 @@ def render_frame_png(
 class BlockTableStepper(widgets.VBox):
     """Step through a sequence's block-table frames: play, back, a slider, next.
 
-    Each frame is drawn with :func:`kvcourse.plots.draw_block_table` the first time it is shown
+    Each frame is drawn with :func:`kvcourse.viz.block_tables.draw_block_table` the first time it is shown
     and kept, so stepping back and forth is instant. :attr:`index` is the frame on display;
     :meth:`show` and :meth:`step` change it from code (the slider follows).
     """
@@ -59,7 +59,7 @@ class BlockTableStepper(widgets.VBox):
         if not frames or not all(isinstance(f, BlockTableFrame) for f in frames):
             raise ValueError(
                 "frames must be a non-empty list of BlockTableFrame, e.g. "
-                "kvcourse.plots.four_score_frames(5)"
+                "kvcourse.viz.block_tables.four_score_frames(5)"
             )
         self.frames = frames
         self._figsize = figsize
@@ -127,5 +127,5 @@ def block_table_stepper(
     frames: Sequence[BlockTableFrame] | None = None, **kwargs: object
 ) -> BlockTableStepper:
     """A :class:`BlockTableStepper` over ``frames``; by default the lecture's example, prefill
-    and five decode steps (:func:`kvcourse.plots.four_score_frames`)."""
+    and five decode steps (:func:`kvcourse.viz.block_tables.four_score_frames`)."""
     return BlockTableStepper(four_score_frames(5) if frames is None else frames, **kwargs)

@@ -6,7 +6,7 @@ logical block is, so the physical blocks can sit anywhere in the pool. Blocks ar
 demand: a new one only when the last one is full, so at most ``B - 1`` slots of a sequence are
 ever empty (:attr:`BlockTable.wasted_slots`).
 
-This module does bookkeeping only; the K and V tensors live in :mod:`kvcourse.kv_cache`.
+This module does bookkeeping only; the K and V tensors live in :mod:`kvcourse.kv.cache`.
 Sharing blocks between sequences (fork and copy-on-write) is §5's business: the pool's reference
 counts already support it, and :meth:`BlockTable.append` refuses to write into a partly filled
 block that another table also holds.
@@ -16,15 +16,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvcourse.block_pool import BlockPool, as_index
+from kvcourse._checks import as_index, ceil_div, check_count
+from kvcourse.blocks.errors import SharedBlockWriteError
+from kvcourse.blocks.pool import BlockPool
 
-
-class SharedBlockWriteError(RuntimeError):
-    """Raised when an append would write into a block that other block tables also hold.
-
-    Writing there would change the other sequences' KV too; copy-on-write (§5) must first give this
-    sequence its own copy of the block.
-    """
+__all__ = ["BlockTable", "BlockTableEntry", "SharedBlockWriteError"]
 
 
 @dataclass(frozen=True)
@@ -116,9 +112,9 @@ class BlockTable:
 
         A scheduler asks this before appending, to know whether the pool can take the step.
         """
-        num_tokens = _check_count("num_tokens", num_tokens)
+        num_tokens = check_count("num_tokens", num_tokens)
         size = self._pool.block_size
-        total_blocks = -(-(self._num_tokens + num_tokens) // size)  # ceil division
+        total_blocks = ceil_div(self._num_tokens + num_tokens, size)
         return total_blocks - len(self._blocks)
 
     def slot_of(self, position: int) -> tuple[int, int]:
@@ -152,7 +148,7 @@ class BlockTable:
 
         New tokens first fill the free slots of the last block; a new block is taken from the pool
         only when that one is full. All or nothing: if the pool has too few free blocks,
-        :class:`~kvcourse.block_pool.OutOfBlocksError` is raised and the table and pool are
+        :class:`~kvcourse.blocks.pool.OutOfBlocksError` is raised and the table and pool are
         unchanged. Raises :class:`SharedBlockWriteError` if the tokens would go into a partly
         filled last block that other tables also hold (copy it first, §5).
         """
@@ -187,10 +183,3 @@ class BlockTable:
         self._blocks = []
         self._num_tokens = 0
         return returned
-
-
-def _check_count(name: str, value: object) -> int:
-    value = as_index(value, name)
-    if value < 0:
-        raise ValueError(f"{name} must be zero or more, got {value}")
-    return value

@@ -10,7 +10,7 @@ RMSNorm and an output projection to the vocabulary.
 new this step (a whole prompt for prefill, one token for decode, mixed freely in one batch). The
 linear layers run on all new tokens of the batch at once; attention runs per sequence, against
 that sequence's cache (selective batching, as in Orca and vLLM). The cache is anything with the
-:class:`~kvcourse.kv_cache.KVCache` methods ``length``, ``write`` and ``read``. Attention can also
+:class:`~kvcourse.kv.cache.KVCache` methods ``length``, ``write`` and ``read``. Attention can also
 be a function passed in (a :data:`DecodeAttention`, the interface of assignment a2): the model then
 calls it once per new token, over the sequence's blocks.
 
@@ -28,9 +28,9 @@ from typing import Literal
 
 import torch
 
-from kvcourse.block_pool import BlockPool
-from kvcourse.blockwise_attention import blockwise_attention, contiguous_attention
-from kvcourse.kv_cache import ContiguousKVCache, KVCache, ManagedKVCache, PagedKVCache
+from kvcourse.attention.blockwise import blockwise_attention, contiguous_attention
+from kvcourse.blocks.pool import BlockPool
+from kvcourse.kv.cache import ContiguousKVCache, KVCache, ManagedKVCache, PagedKVCache
 
 Batch = Mapping[Hashable, Sequence[int]] | Iterable[tuple[Hashable, Sequence[int]]]
 AttentionMode = Literal["read", "blockwise"]
@@ -134,7 +134,7 @@ class TinyTransformer:
         attends to the sequence's cached tokens and to the new tokens up to itself (causal).
         ``attention="read"`` reads each layer's K and V through ``cache.read`` and runs plain
         attention; ``"blockwise"`` walks the block table with the online softmax instead and needs
-        a cache with ``paged_view`` (a :class:`~kvcourse.kv_cache.PagedKVCache`). A function (a
+        a cache with ``paged_view`` (a :class:`~kvcourse.kv.cache.PagedKVCache`). A function (a
         :data:`DecodeAttention`) needs ``paged_view`` too; it is called once per new token, with
         ``seq_len = p + 1`` for the token at position ``p``, which keeps a prefill causal.
 

@@ -31,17 +31,17 @@ written around that fact.
 exactly the softmax over the whole context.
 
 Accumulation is in float32 whatever the input type. Import this module through
-:mod:`kvcourse.paged_attention_kernel`, whose wrapper checks the arguments and picks the launch
+:mod:`kvcourse.attention.paged_decode`, whose wrapper checks the arguments and picks the launch
 configuration.
 """
 
-from kvcourse.accel import load_triton
+from kvcourse.attention.backend import load_triton
 
 triton = load_triton()
 if triton is None:  # pragma: no cover - only where Triton is not installed
     raise ImportError(
         "Triton is not installed, so the paged-attention kernels cannot be built; use "
-        "kvcourse.paged_attention_kernel.paged_decode_attention, which falls back to the reference"
+        "kvcourse.attention.paged_decode.paged_decode_attention, which falls back to the reference"
     )
 
 import triton.language as tl  # noqa: E402  (imported after load_triton chose the mode)

@@ -1,17 +1,17 @@
 """Drawings for §3, "Where the memory went": contiguous arenas, the buddy walk-through, and where
 the KV memory of a whole serving run goes.
 
-Like :mod:`kvcourse.plots`, everything draws on an ``Axes`` you pass in, or on a new ``Figure``
+Like :mod:`kvcourse.viz.block_tables`, everything draws on an ``Axes`` you pass in, or on a new ``Figure``
 built without pyplot, so a page shows a figure only when it displays or glues it.
 
 * :func:`draw_arena`: one contiguous KV arena with a few requests, every slot coloured by its kind
   (stored, reserved, internal fragmentation, external fragmentation, free): the vLLM paper's Fig. 3
   picture of the three kinds of waste, drawn from numbers;
-* :func:`draw_buddy_walkthrough`: the steps of :func:`kvcourse.buddy.buddy_walkthrough` as rows of
+* :func:`draw_buddy_walkthrough`: the steps of :func:`kvcourse.blocks.buddy.buddy_walkthrough` as rows of
   slots, one row per step, coloured by owner, with block boundaries drawn thick; a failed
   allocation outlines the free pieces that could not serve it;
 * :func:`memory_breakdown_bars`: one stacked bar per policy of
-  :mod:`kvcourse.memory_accounting`, the five kinds as memory-weighted shares;
+  :mod:`kvcourse.serving.accounting_tmp`, the five kinds as memory-weighted shares;
 * :func:`memory_timeline_plot`: the five kinds over simulated time for one policy;
 * :func:`rate_sweep_plot`: concurrency and finished requests per second against the request rate.
 
@@ -31,8 +31,8 @@ from matplotlib.patches import Patch, Rectangle
 from matplotlib.text import Text
 from matplotlib.transforms import offset_copy
 
-from kvcourse.buddy import WalkthroughStep
-from kvcourse.memory_accounting import KINDS, AccountingResult
+from kvcourse.blocks.buddy import WalkthroughStep
+from kvcourse.serving.accounting_tmp import KINDS, AccountingResult
 
 __all__ = [
     "KIND_COLORS",
@@ -126,7 +126,7 @@ def arena_kinds(
 
     Slots outside every run are ``"external"`` when a request of ``waiting`` slots is refused
     although the free slots add up to at least ``waiting`` (no free gap is long enough), else
-    ``"free"`` — the simulator's definition (:mod:`kvcourse.memory_accounting`).
+    ``"free"`` — the simulator's definition (:mod:`kvcourse.serving.accounting_tmp`).
     """
     if not _is_int(num_slots) or num_slots <= 0:
         raise ValueError(f"num_slots must be a positive int, got {num_slots!r}")
@@ -277,7 +277,7 @@ def draw_buddy_walkthrough(
     ax: Axes | None = None,
     fontsize: float = _FONT,
 ) -> WalkthroughArtists:
-    """The arena after each step of a walk-through (:func:`kvcourse.buddy.buddy_walkthrough`),
+    """The arena after each step of a walk-through (:func:`kvcourse.blocks.buddy.buddy_walkthrough`),
     one row per step, top to bottom.
 
     Slots are coloured by the request that owns their block (free slots white); every block, free
@@ -469,7 +469,7 @@ def memory_breakdown_bars(
     fontsize: float = _FONT,
 ) -> Axes:
     """Where the KV memory went: one horizontal bar per result, top to bottom, split into the five
-    kinds (memory-weighted shares, :class:`~kvcourse.memory_accounting.MemoryShares`).
+    kinds (memory-weighted shares, :class:`~kvcourse.serving.accounting_tmp.MemoryShares`).
 
     Segments of at least ``min_label`` are labelled with their percentage. ``reference`` (policy
     name → share of memory holding tokens, e.g. the lecture's) draws a black tick on that bar;

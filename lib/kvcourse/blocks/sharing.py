@@ -28,7 +28,7 @@ What is here:
   ``free``, and the read-only ``block_ids``, ``pool`` (for reference counts) and ``cow_count``.
 * :class:`SharedBlockManager`: the reference implementation, bookkeeping only (no K/V), with a log
   of every copy-on-write (:class:`CopyOnWrite`).
-* :class:`SharingPagedKVCache`: a :class:`~kvcourse.kv_cache.PagedKVCache` whose block tables come
+* :class:`SharingPagedKVCache`: a :class:`~kvcourse.kv.cache.PagedKVCache` whose block tables come
   from any :class:`ForkAppendFree` manager, so fork and copy-on-write act on real K/V: when an
   append moves a sequence to a new block, the filled rows of the old block are copied into it in
   every layer before the new tokens are written. The tiny transformer runs on it unchanged.
@@ -37,7 +37,7 @@ Every operation checks its arguments (unknown or freed sequence, an id already i
 token count, not enough free blocks) before it changes anything, so an error leaves the manager
 and the pool exactly as they were.
 
->>> from kvcourse.block_pool import BlockPool
+>>> from kvcourse.blocks.pool import BlockPool
 >>> manager = SharedBlockManager(BlockPool(num_blocks=16, block_size=16))
 >>> manager.add_sequence("prompt")
 >>> manager.append("prompt", 100)  # 6 full blocks and 4 tokens in a 7th
@@ -54,25 +54,19 @@ and the pool exactly as they were.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
-import torch
-
-from kvcourse.block_pool import BlockPool, OutOfBlocksError, as_index
-from kvcourse.block_table import BlockTableEntry
-from kvcourse.kv_cache import PagedKVCache, UnknownSequenceError
-
-if TYPE_CHECKING:
-    from kvcourse.tiny_transformer import TinyTransformer
+from kvcourse._checks import as_index, ceil_div, check_count
+from kvcourse.blocks.errors import OutOfBlocksError, UnknownSequenceError
+from kvcourse.blocks.pool import BlockPool
+from kvcourse.blocks.table import BlockTableEntry
 
 __all__ = [
     "CopyOnWrite",
     "ForkAppendFree",
     "SharedBlockManager",
-    "SharedTableView",
-    "SharingPagedKVCache",
     "UnknownSequenceError",
     "check_manager",
 ]
@@ -92,7 +86,7 @@ class ForkAppendFree(Protocol):
 
     @property
     def pool(self) -> BlockPool:
-        """The :class:`~kvcourse.block_pool.BlockPool` the blocks come from; its ``ref_count``
+        """The :class:`~kvcourse.blocks.pool.BlockPool` the blocks come from; its ``ref_count``
         tells how many block tables list a block."""
         ...
 
@@ -128,7 +122,7 @@ def check_manager(manager: object, pool: BlockPool | None = None) -> ForkAppendF
     """Return ``manager`` if it provides the :class:`ForkAppendFree` interface (and uses ``pool``,
     when one is given); raise ``TypeError`` naming what is missing otherwise.
 
-    The drivers in :mod:`kvcourse.decoding` call it on whatever block manager they are given, so a
+    The drivers in :mod:`kvcourse.generation.decoding_tmp` call it on whatever block manager they are given, so a
     student's class that lacks a method fails with a message, not with an ``AttributeError`` deep
     inside a simulation.
     """
@@ -138,7 +132,7 @@ def check_manager(manager: object, pool: BlockPool | None = None) -> ForkAppendF
         raise TypeError(
             f"{type(manager).__name__} is not a block manager with sharing: it lacks "
             f"{', '.join(missing)}. It needs add_sequence, fork, append, free, block_ids and the "
-            f"attributes pool and cow_count (see kvcourse.sharing.ForkAppendFree)"
+            f"attributes pool and cow_count (see kvcourse.blocks.sharing.ForkAppendFree)"
         )
     if pool is not None and manager.pool is not pool:  # type: ignore[attr-defined]
         raise ValueError(
@@ -271,7 +265,7 @@ class SharedBlockManager:
         """How many free blocks :meth:`append` of ``num_tokens`` would take right now: new blocks
         for the tokens that do not fit, plus one if the last block must be copied first."""
         seq = self._get(seq_id, "append to")
-        num_tokens = _check_count("num_tokens", num_tokens)
+        num_tokens = check_count("num_tokens", num_tokens)
         return sum(self._plan(seq, num_tokens))
 
     # ------------------------------------------------------------------ the three operations
@@ -311,11 +305,11 @@ class SharedBlockManager:
         If the last block is partly filled and shared, copy-on-write first: allocate a block,
         copy the filled slots (counted in :attr:`copied_tokens`), release the shared block and
         put the copy in its place. Then fill the last block and allocate new ones as needed.
-        All or nothing: :class:`~kvcourse.block_pool.OutOfBlocksError` (too few free blocks for
+        All or nothing: :class:`~kvcourse.blocks.pool.OutOfBlocksError` (too few free blocks for
         the copy and the new blocks together) leaves everything unchanged.
         """
         seq = self._get(seq_id, "append to")
-        num_tokens = _check_count("num_tokens", num_tokens)
+        num_tokens = check_count("num_tokens", num_tokens)
         copy, new_blocks = self._plan(seq, num_tokens)
         if copy + new_blocks > self._pool.num_free:
             raise OutOfBlocksError(
@@ -363,7 +357,7 @@ class SharedBlockManager:
             return 0, 0
         size = self._pool.block_size
         copy = int(seq.num_tokens % size != 0 and self._pool.ref_count(seq.blocks[-1]) > 1)
-        new_blocks = -(-(seq.num_tokens + num_tokens) // size) - len(seq.blocks)
+        new_blocks = ceil_div(seq.num_tokens + num_tokens, size) - len(seq.blocks)
         return copy, new_blocks
 
     def _get(self, seq_id: object, action: str) -> _Sequence:
@@ -387,207 +381,3 @@ class SharedBlockManager:
             raise ValueError(
                 f"sequence {seq_id!r} already exists; pick a new id, or free({seq_id!r}) first"
             )
-
-
-def _check_count(name: str, value: object) -> int:
-    value = as_index(value, name)
-    if value < 0:
-        raise ValueError(f"{name} must be zero or more, got {value}")
-    return value
-
-
-# ---------------------------------------------------------------------------- K and V behind it
-
-
-class SharedTableView:
-    """A read-only look at one sequence's block table inside a :class:`SharingPagedKVCache`: the
-    block ids come from the cache's manager, the token count from the cache."""
-
-    def __init__(self, cache: SharingPagedKVCache, seq_id: Hashable) -> None:
-        self._cache = cache
-        self._seq_id = seq_id
-
-    @property
-    def block_ids(self) -> tuple[int, ...]:
-        """Physical block ids in logical order (the manager's)."""
-        return tuple(as_index(b) for b in self._cache.manager.block_ids(self._seq_id))
-
-    @property
-    def block_size(self) -> int:
-        """Token slots per block."""
-        return self._cache.block_size
-
-    @property
-    def num_tokens(self) -> int:
-        """Tokens stored in every layer."""
-        return self._cache.length(self._seq_id)
-
-    @property
-    def num_blocks(self) -> int:
-        """How many blocks the table lists."""
-        return len(self.block_ids)
-
-    def slot_of(self, position: int) -> tuple[int, int]:
-        """``(physical block, offset)`` where token ``position`` (0-based) lives."""
-        position = as_index(position, "position")
-        if not 0 <= position < self.num_tokens:
-            raise IndexError(
-                f"position {position} is out of range: the sequence has {self.num_tokens} tokens"
-            )
-        logical, offset = divmod(position, self.block_size)
-        return self.block_ids[logical], offset
-
-    def ref_counts(self) -> tuple[int, ...]:
-        """The pool reference count of each listed block (> 1 where the block is shared)."""
-        return tuple(self._cache.pool.ref_count(b) for b in self.block_ids)
-
-    def entries(self) -> list[BlockTableEntry]:
-        """The table as rows ``(logical, physical, filled)``, for printing and drawing."""
-        size, tokens = self.block_size, self.num_tokens
-        return [
-            BlockTableEntry(i, block, min(size, tokens - i * size))
-            for i, block in enumerate(self.block_ids)
-        ]
-
-    def __repr__(self) -> str:
-        return f"SharedTableView(blocks={list(self.block_ids)}, num_tokens={self.num_tokens})"
-
-
-class SharingPagedKVCache(PagedKVCache):
-    """A paged KV cache whose sequences can fork, sharing blocks, with copy-on-write of real K/V.
-
-    Block tables live in ``manager`` (any :class:`ForkAppendFree`; a fresh
-    :class:`SharedBlockManager` by default), over the same ``pool``. The cache follows the
-    :class:`~kvcourse.kv_cache.KVCache` write rule; on top of it:
-
-    * :meth:`fork_sequence` makes a child that shares the parent's blocks (between forward passes);
-    * when layer 0 of a pass appends tokens, the cache compares the sequence's block ids before and
-      after the manager's ``append``: a block that was replaced (copy-on-write) has its filled rows
-      copied from the old block to the new one, in K and V of **every layer**, before anything new
-      is written. :attr:`copied_slots` counts those token rows (once, not per layer).
-
-    Because the cache only looks at block ids, it works with a student's manager too, and a wrong
-    manager shows up as wrong outputs, not as a crash.
-    """
-
-    def __init__(
-        self,
-        pool: BlockPool,
-        num_layers: int,
-        num_kv_heads: int,
-        head_dim: int,
-        *,
-        manager: ForkAppendFree | None = None,
-        dtype: torch.dtype = torch.float64,
-        device: str | torch.device = "cpu",
-    ) -> None:
-        if not isinstance(pool, BlockPool):
-            raise TypeError(f"pool must be a BlockPool, got {pool!r}")
-        manager = SharedBlockManager(pool) if manager is None else check_manager(manager, pool)
-        super().__init__(pool, num_layers, num_kv_heads, head_dim, dtype=dtype, device=device)
-        self.manager: ForkAppendFree = manager
-        self.copied_slots = 0
-
-    @classmethod
-    def for_model(
-        cls, model: TinyTransformer, pool: BlockPool, *, manager: ForkAppendFree | None = None
-    ) -> SharingPagedKVCache:
-        """An empty sharing cache shaped for ``model`` (a tiny transformer), over ``pool``."""
-        c = model.config
-        return cls(pool, c.num_layers, c.num_kv_heads, c.head_dim, manager=manager)
-
-    @property
-    def cow_count(self) -> int:
-        """Copy-on-writes made so far (the manager's count)."""
-        return self.manager.cow_count
-
-    def fork_sequence(self, parent_id: Hashable, child_id: Hashable) -> None:
-        """Create ``child_id`` sharing every block (and so every layer's K/V) of ``parent_id``.
-
-        Only between forward passes: a parent in the middle of a pass raises ``ValueError``.
-        Errors leave the cache unchanged.
-        """
-        filled = self._check_seq(parent_id)
-        if len(set(filled)) != 1:
-            raise ValueError(
-                f"sequence {parent_id!r} is in the middle of a forward pass (tokens per layer: "
-                f"{filled}); fork it after the last layer has been written"
-            )
-        if not isinstance(child_id, Hashable):
-            raise TypeError(f"a sequence id must be hashable (an int or a str), got {child_id!r}")
-        if child_id in self._filled:
-            raise ValueError(
-                f"sequence {child_id!r} already exists; pick a new id or free_sequence it first"
-            )
-        self.manager.fork(parent_id, child_id)
-        self._filled[child_id] = list(filled)
-        self._tables[child_id] = SharedTableView(self, child_id)  # type: ignore[assignment]
-
-    def block_table(self, seq_id: Hashable) -> SharedTableView:  # type: ignore[override]
-        """A read-only view of sequence ``seq_id``'s block table (ids, counts, entries)."""
-        self._check_seq(seq_id)
-        return self._tables[seq_id]  # type: ignore[return-value]
-
-    def blocks_needed(self, new_tokens: Mapping[Hashable, int]) -> int:
-        """Free blocks a step appending ``new_tokens[seq_id]`` tokens to each sequence takes,
-        copy-on-writes included.
-
-        ``m`` sequences of this step that share a partly filled last block with reference count
-        ``r`` copy it ``min(m, r − 1)`` times: the last writer of a block nobody else still holds
-        writes in place.
-        """
-        size = self.block_size
-        total = 0
-        writers: dict[int, int] = {}
-        for seq_id, count in new_tokens.items():
-            length = self._check_seq(seq_id)[-1]
-            count = _check_count("new token count", count)
-            blocks = self._tables[seq_id].block_ids
-            total += -(-(length + count) // size) - len(blocks)
-            if count > 0 and length % size and self.pool.ref_count(blocks[-1]) > 1:
-                writers[blocks[-1]] = writers.get(blocks[-1], 0) + 1
-        for block, count in writers.items():
-            total += min(count, self.pool.ref_count(block) - 1)
-        return total
-
-    # ------------------------------------------------------------------ storage hooks
-
-    def _add(self, seq_id: Hashable) -> None:
-        self.manager.add_sequence(seq_id)
-        self._tables[seq_id] = SharedTableView(self, seq_id)  # type: ignore[assignment]
-
-    def _free(self, seq_id: Hashable) -> None:
-        self.manager.free(seq_id)
-        del self._tables[seq_id]
-
-    def _slots(self, seq_id: Hashable, start: int, stop: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Physical block and offset of each token position in ``start .. stop - 1``."""
-        positions = torch.arange(start, stop, device=self.device)
-        blocks = torch.tensor(self._tables[seq_id].block_ids, dtype=torch.long, device=self.device)
-        return blocks[positions // self.block_size], positions % self.block_size
-
-    def _store(
-        self, seq_id: Hashable, layer: int, start: int, k: torch.Tensor, v: torch.Tensor
-    ) -> None:
-        if layer == 0:
-            before = self._tables[seq_id].block_ids
-            self.manager.append(seq_id, k.shape[0])  # all or nothing
-            after = self._tables[seq_id].block_ids
-            size = self.block_size
-            expected = -(-(start + k.shape[0]) // size)
-            if len(after) != expected:
-                raise RuntimeError(
-                    f"the block manager's append({seq_id!r}, {k.shape[0]}) left "
-                    f"{len(after)} blocks for {start + k.shape[0]} tokens; a sequence of that "
-                    f"length needs exactly {expected} blocks of {size} slots"
-                )
-            for i, (old, new) in enumerate(zip(before, after, strict=False)):
-                filled = min(size, start - i * size)
-                if old != new and filled > 0:  # copy-on-write: the old block's rows, all layers
-                    for k_blocks, v_blocks in zip(self._k, self._v, strict=True):
-                        k_blocks[new, :filled] = k_blocks[old, :filled]
-                        v_blocks[new, :filled] = v_blocks[old, :filled]
-                    self.copied_slots += filled
-        blocks, offsets = self._slots(seq_id, start, start + k.shape[0])
-        self._k[layer][blocks, offsets] = k
-        self._v[layer][blocks, offsets] = v

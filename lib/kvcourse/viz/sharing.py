@@ -1,12 +1,12 @@
 """Drawings for §5 (sharing): block tables that point at shared blocks, copy-on-write, beam trees.
 
-Like :mod:`kvcourse.plots`, everything draws on an ``Axes`` you pass in or returns a ``Figure``
+Like :mod:`kvcourse.viz.block_tables`, everything draws on an ``Axes`` you pass in or returns a ``Figure``
 built without pyplot, and the colours follow that module (changes in red, this step's new tokens
 outlined).
 
 * :class:`SharingFrame` is a frozen picture of several sequences' block tables over one pool, with
   the pool's reference counts and the copy-on-writes of the step; :func:`sharing_frame` takes it
-  from any block manager with the :class:`~kvcourse.sharing.ForkAppendFree` interface (yours too).
+  from any block manager with the :class:`~kvcourse.blocks.sharing.ForkAppendFree` interface (yours too).
 * :func:`fork_cow_frames` runs the vLLM paper's Fig. 8 example (a 7-token prompt, block size 4,
   forked into samples that each write one word) and records a frame after every operation;
   :func:`shared_prefix_frame` records requests whose tables point at one system prompt.
@@ -26,9 +26,9 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import FancyArrowPatch, Patch, Rectangle
 
-from kvcourse.block_pool import BlockPool
-from kvcourse.plots import FOUR_SCORE_PROMPT
-from kvcourse.sharing import ForkAppendFree, SharedBlockManager, check_manager
+from kvcourse.blocks.pool import BlockPool
+from kvcourse.blocks.sharing import ForkAppendFree, SharedBlockManager, check_manager
+from kvcourse.viz.block_tables import FOUR_SCORE_PROMPT
 
 __all__ = [
     "FORK_SAMPLE_WORDS",
@@ -60,7 +60,7 @@ SYSTEM_QUESTIONS: tuple[tuple[str, ...], ...] = (
     ("Define", "CoW"),
 )
 
-# Colours shared with kvcourse.plots: changes in red, neutral greys.
+# Colours shared with kvcourse.viz.block_tables: changes in red, neutral greys.
 _NEW = "#E45756"
 _NEW_TEXT = "#B22222"
 _SHARED = "#FFE7A8"  # a physical block with more than one holder
@@ -182,7 +182,7 @@ def sharing_frame(
     """Record the sequences of ``tokens`` (sequence id → token texts, in drawing order) as the
     block ``manager`` holds them now.
 
-    Only the :class:`~kvcourse.sharing.ForkAppendFree` interface is used (``block_ids`` and the
+    Only the :class:`~kvcourse.blocks.sharing.ForkAppendFree` interface is used (``block_ids`` and the
     pool's ``ref_count``), so any manager can be drawn. ``previous`` (the frame before) lets the
     frame mark the reference counts that changed. Raises ``ValueError`` when a sequence's token
     count does not fit its block table.
@@ -640,12 +640,12 @@ def beam_edges(
     parents: Sequence[Sequence[int]], prompt_len: int, block_size: int
 ) -> list[BeamEdge]:
     """The fork tree of a beam search with ``parents[s][j]`` = parent of new beam ``j`` at step
-    ``s`` (as :func:`kvcourse.decoding.scripted_beam_search` and
-    :func:`~kvcourse.decoding.beam_search` record it).
+    ``s`` (as :func:`kvcourse.generation.decoding_tmp.scripted_beam_search` and
+    :func:`~kvcourse.generation.decoding_tmp.beam_search` record it).
 
     The children of one parent write in order; when the parent's last block is partly filled
     (``(P + s) mod B ≠ 0``) all but the last of them copy it, so the edges marked ``copies``
-    add up to :func:`~kvcourse.decoding.expected_cow_count`.
+    add up to :func:`~kvcourse.generation.decoding_tmp.expected_cow_count`.
     """
     steps = [tuple(int(p) for p in step) for step in parents]
     if prompt_len <= 0 or block_size <= 0:

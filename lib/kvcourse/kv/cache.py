@@ -17,7 +17,7 @@ that layer holds, including tokens written in the current pass.
 :class:`ContiguousKVCache` keeps one growing tensor per sequence and layer, as systems did before
 PagedAttention. :class:`PagedKVCache` keeps each layer's K and V in block arrays of shape
 ``[num_blocks, block_size, kv_heads, head_dim]`` shared by all sequences, and gives each sequence
-a :class:`~kvcourse.block_table.BlockTable` over one :class:`~kvcourse.block_pool.BlockPool`;
+a :class:`~kvcourse.blocks.table.BlockTable` over one :class:`~kvcourse.blocks.pool.BlockPool`;
 every layer uses the same block ids. Its :meth:`~PagedKVCache.read` gathers through the block
 table, and :meth:`~PagedKVCache.kernel_inputs` exports the tensors the paged-attention kernel
 takes. ``PagedKVCache(..., table_factory=...)`` runs on another block table with the same
@@ -33,8 +33,9 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
-from kvcourse.block_pool import BlockPool, OutOfBlocksError, as_index
-from kvcourse.block_table import BlockTable
+from kvcourse.blocks.errors import OutOfBlocksError, UnknownSequenceError
+from kvcourse.blocks.pool import BlockPool, as_index
+from kvcourse.blocks.table import BlockTable
 
 
 @runtime_checkable
@@ -67,17 +68,10 @@ class ManagedKVCache(KVCache, Protocol):
         ...
 
 
-class UnknownSequenceError(KeyError):
-    """Raised for a sequence id the cache has never been told about (or has already freed)."""
-
-    def __str__(self) -> str:  # KeyError would print the message in quotes
-        return str(self.args[0]) if self.args else ""
-
-
 @runtime_checkable
 class BlockTableLike(Protocol):
     """What :class:`PagedKVCache` needs from a block table (a part of
-    :class:`~kvcourse.block_table.BlockTable`'s interface, the part assignment a2 re-implements)."""
+    :class:`~kvcourse.blocks.table.BlockTable`'s interface, the part assignment a2 re-implements)."""
 
     @property
     def num_tokens(self) -> int:
@@ -319,7 +313,7 @@ class PagedKVCache(_LayeredKVCache):
     was); later layers fill the slots layer 0 reserved.
 
     ``table_factory(pool)`` makes each sequence's block table; by default a
-    :class:`~kvcourse.block_table.BlockTable`. Any other :class:`BlockTableLike` works: the cache
+    :class:`~kvcourse.blocks.table.BlockTable`. Any other :class:`BlockTableLike` works: the cache
     then calls its ``append`` when layer 0 writes, asks its ``slot_of`` where each token's K and V
     go (and come from), hands its ``block_ids`` to attention and calls ``free`` when the sequence
     is freed.
@@ -373,10 +367,10 @@ class PagedKVCache(_LayeredKVCache):
         return total
 
     def check_room(self, new_tokens: Mapping[Hashable, int]) -> None:
-        """Raise :class:`~kvcourse.block_pool.OutOfBlocksError` unless the pool has the blocks a
+        """Raise :class:`~kvcourse.blocks.pool.OutOfBlocksError` unless the pool has the blocks a
         step appending ``new_tokens[seq_id]`` tokens to each sequence needs.
 
-        :meth:`TinyTransformer.forward <kvcourse.tiny_transformer.TinyTransformer.forward>` calls
+        :meth:`TinyTransformer.forward <kvcourse.model.TinyTransformer.forward>` calls
         it before writing anything, so a batch that does not fit changes nothing.
         """
         needed = self.blocks_needed(new_tokens)

@@ -3,7 +3,7 @@
 PagedAttention cuts the KV-cache memory into ``num_blocks`` equal *physical blocks*, each holding
 the keys and values of ``block_size`` tokens (its *slots*). :class:`BlockPool` is the bookkeeping
 for those blocks and nothing else: which ones are free, and how many block tables point at each
-used one. It stores no K or V itself; :mod:`kvcourse.kv_cache` keeps the tensors, indexed by the
+used one. It stores no K or V itself; :mod:`kvcourse.kv.cache` keeps the tensors, indexed by the
 block ids handed out here.
 
 It is the §2 physical memory renamed: frame → physical block, page-table entry → block-table
@@ -20,30 +20,12 @@ as it was.
 from __future__ import annotations
 
 import heapq
-import operator
 from collections.abc import Iterable
 
+from kvcourse._checks import as_index, check_count, check_positive_int
+from kvcourse.blocks.errors import OutOfBlocksError
 
-class OutOfBlocksError(MemoryError):
-    """Raised when a block is needed and the pool has no free block left.
-
-    A serving system answers it by freeing a finished sequence or preempting a running one (§6);
-    the pool itself never takes blocks away from anybody.
-    """
-
-
-def as_index(value: object, name: str = "block id") -> int:
-    """``value`` as a plain ``int`` (a block id, a position, a count); ``TypeError`` otherwise.
-
-    Integers of any kind (Python, NumPy, a 0-d integer tensor) are accepted, so ids read out of an
-    array work; ``bool`` and floats are refused because they are almost always a bug.
-    """
-    if isinstance(value, bool):
-        raise TypeError(f"{name} must be an int, got the bool {value!r}")
-    try:
-        return operator.index(value)  # type: ignore[arg-type]
-    except TypeError:
-        raise TypeError(f"{name} must be an int, got {value!r} ({type(value).__name__})") from None
+__all__ = ["BlockPool", "OutOfBlocksError", "as_index"]
 
 
 class BlockPool:
@@ -71,8 +53,8 @@ class BlockPool:
     """
 
     def __init__(self, num_blocks: int, block_size: int, *, taken: Iterable[int] = ()) -> None:
-        num_blocks = _check_positive_int("num_blocks", num_blocks, "e.g. 64")
-        block_size = _check_positive_int("block_size", block_size, "e.g. 16 (vLLM's default)")
+        num_blocks = check_positive_int("num_blocks", num_blocks, "e.g. 64")
+        block_size = check_positive_int("block_size", block_size, "e.g. 16 (vLLM's default)")
         if isinstance(taken, (str, bytes)) or not isinstance(taken, Iterable):
             raise TypeError(f"taken must be a list of block ids, got {taken!r}")
         taken_ids = [as_index(b, "each id in taken") for b in taken]
@@ -157,7 +139,7 @@ class BlockPool:
         Raises :class:`OutOfBlocksError` without taking any block when fewer than ``count`` are
         free, so a caller never has to give back half an allocation.
         """
-        count = _check_count("count", count)
+        count = check_count("count", count)
         if count > len(self._free):
             raise OutOfBlocksError(self._out_of_blocks_message(count))
         return [self.allocate() for _ in range(count)]
@@ -221,18 +203,3 @@ class BlockPool:
                 f"that some sequence holds can be shared, so allocate() it first"
             )
         return block_id
-
-
-def _check_positive_int(name: str, value: object, example: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {value!r} ({type(value).__name__})")
-    if value <= 0:
-        raise ValueError(f"{name} must be positive, got {value}; pass {example}")
-    return value
-
-
-def _check_count(name: str, value: object) -> int:
-    value = as_index(value, name)
-    if value < 0:
-        raise ValueError(f"{name} must be zero or more, got {value}")
-    return value

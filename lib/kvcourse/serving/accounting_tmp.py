@@ -9,9 +9,9 @@ iterations and finished ones leave. What differs is how the KV memory — ``num_
   sequence length, 2048 slots, when it is admitted;
 * :class:`OraclePolicy` ("Oracle"): each request reserves a contiguous run of exactly its final
   length, prompt + output — which no real server knows in advance — through a contiguous allocator,
-  by default the :class:`~kvcourse.buddy.BuddyAllocator`, which rounds up to a power of two;
+  by default the :class:`~kvcourse.blocks.buddy.BuddyAllocator`, which rounds up to a power of two;
 * :class:`PagedPolicy` ("Paged"): PagedAttention's blocks of 16 slots
-  (:class:`~kvcourse.block_pool.BlockPool`, :class:`~kvcourse.block_table.BlockTable`), allocated
+  (:class:`~kvcourse.blocks.pool.BlockPool`, :class:`~kvcourse.blocks.table.BlockTable`), allocated
   on demand as tokens arrive, with nothing reserved.
 
 **One iteration**, at simulated time ``t``:
@@ -81,11 +81,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kvcourse.block_pool import BlockPool, as_index
-from kvcourse.block_table import BlockTable
-from kvcourse.buddy import BuddyAllocator, ContiguousAllocator
-from kvcourse.models import A100_40GB, OPT_13B, GPUSpec, ModelSpec
+from kvcourse.blocks.buddy import BuddyAllocator, ContiguousAllocator
+from kvcourse.blocks.pool import BlockPool, as_index
+from kvcourse.blocks.table import BlockTable
 from kvcourse.sizing import flops_per_token, kv_bytes_per_token, kv_token_capacity, weight_bytes
+from kvcourse.specs import A100_40GB, OPT_13B, GPUSpec, ModelSpec
 from kvcourse.workloads import ALPACA, SHAREGPT, LengthDistribution, Request, generate_requests
 
 __all__ = [
@@ -115,12 +115,12 @@ A100_SLOTS: int = kv_token_capacity(OPT_13B, A100_40GB)
 KINDS: tuple[str, ...] = ("stored", "reserved", "internal", "external", "free")
 
 #: An allocator for a contiguous policy: a factory called with the arena size (a class such as
-#: :class:`~kvcourse.buddy.BuddyAllocator` is one), or an empty allocator instance.
+#: :class:`~kvcourse.blocks.buddy.BuddyAllocator` is one), or an empty allocator instance.
 AllocatorSource = Callable[[int], ContiguousAllocator] | ContiguousAllocator
 
 
 class AllocatorContractError(RuntimeError):
-    """A contiguous allocator broke a promise of :class:`~kvcourse.buddy.ContiguousAllocator`:
+    """A contiguous allocator broke a promise of :class:`~kvcourse.blocks.buddy.ContiguousAllocator`:
     it returned a run smaller than asked, outside the arena or overlapping another one, or its
     ``free_slots()`` did not move by the run's size. The message names the call and the numbers."""
 
@@ -400,7 +400,7 @@ class ReserveMaxPolicy(MemoryPolicy):
 class OraclePolicy(MemoryPolicy):
     """The "Oracle" policy: every request reserves exactly its final length (prompt + output) when
     it is admitted — as if the output length were known in advance — through ``allocator``. With the
-    default :class:`~kvcourse.buddy.BuddyAllocator` the run is rounded up to a power of two.
+    default :class:`~kvcourse.blocks.buddy.BuddyAllocator` the run is rounded up to a power of two.
 
     ``allocator`` is a factory called with the arena size (a class is one), or an empty allocator
     instance; a student's allocator from assignment a1 plugs in here.
@@ -478,7 +478,7 @@ class _PagedMemory(_Memory):
 
 class PagedPolicy(MemoryPolicy):
     """The "Paged" policy: PagedAttention's blocks of ``block_size`` slots (16, vLLM's default),
-    taken from a :class:`~kvcourse.block_pool.BlockPool` only when a sequence's last block is
+    taken from a :class:`~kvcourse.blocks.pool.BlockPool` only when a sequence's last block is
     full. A request is admitted when its prompt and first token fit now; when the pool runs dry the
     latest-arrived running request is preempted and later recomputed."""
 

@@ -1,8 +1,8 @@
 """Decoding with shared KV blocks (§5): parallel sampling, beam search, shared prefixes.
 
-Every driver here runs on the three operations of :mod:`kvcourse.sharing` (fork, append with
+Every driver here runs on the three operations of :mod:`kvcourse.blocks.sharing` (fork, append with
 copy-on-write, free) through any block manager with the
-:class:`~kvcourse.sharing.ForkAppendFree` interface: pass ``manager_factory=YourClass`` to run the
+:class:`~kvcourse.blocks.sharing.ForkAppendFree` interface: pass ``manager_factory=YourClass`` to run the
 book's numbers with your own piece. Memory *with* sharing is what the pool really holds
 (``pool.num_used``); memory *without* sharing is what the same sequences would hold if each kept
 its own copy of everything, ``Σ ceil(length / B)`` blocks.
@@ -26,7 +26,7 @@ Drivers with K and V (the tiny transformer; outputs must not depend on sharing):
 
 * :func:`beam_search`: real beam search (cumulative log-probabilities; each beam proposes its
   top-``k`` next tokens; the best ``k`` of all proposals survive), either on a
-  :class:`~kvcourse.sharing.SharingPagedKVCache` with fork/copy-on-write (``scheme="paged"``) or
+  :class:`~kvcourse.kv.sharing_cache.SharingPagedKVCache` with fork/copy-on-write (``scheme="paged"``) or
   on a contiguous cache where each child copies its parent's entire KV (``scheme="full_copy"``);
   :func:`compare_beam_search` runs both and checks the beams are identical.
 * :func:`sample_in_parallel`: parallel sampling with a fixed, seeded sampler, with sharing or with
@@ -42,15 +42,11 @@ from typing import Literal
 
 import torch
 
-from kvcourse.block_pool import BlockPool
-from kvcourse.kv_cache import ManagedKVCache
-from kvcourse.sharing import (
-    ForkAppendFree,
-    SharedBlockManager,
-    SharingPagedKVCache,
-    check_manager,
-)
-from kvcourse.tiny_transformer import AttentionMode, TinyTransformer
+from kvcourse.blocks.pool import BlockPool
+from kvcourse.blocks.sharing import ForkAppendFree, SharedBlockManager, check_manager
+from kvcourse.kv.cache import ManagedKVCache
+from kvcourse.kv.sharing_cache import SharingPagedKVCache
+from kvcourse.model import AttentionMode, TinyTransformer
 
 __all__ = [
     "Beam",
@@ -75,7 +71,7 @@ __all__ = [
 ]
 
 ManagerFactory = Callable[[BlockPool], ForkAppendFree]
-"""Builds a block manager over a pool: :class:`~kvcourse.sharing.SharedBlockManager` or yours."""
+"""Builds a block manager over a pool: :class:`~kvcourse.blocks.sharing.SharedBlockManager` or yours."""
 
 Scheme = Literal["paged", "full_copy"]
 
@@ -563,7 +559,7 @@ def beam_search(
     Each step, every beam proposes its ``k`` most likely next tokens (score = cumulative
     log-probability); the best ``k`` proposals overall become the new beams (ties: earlier parent,
     then smaller token id). Each new beam is made from its parent: ``scheme="paged"`` forks it on
-    a :class:`~kvcourse.sharing.SharingPagedKVCache` (shared blocks, copy-on-write on the first
+    a :class:`~kvcourse.kv.sharing_cache.SharingPagedKVCache` (shared blocks, copy-on-write on the first
     write into a shared, partly filled block); ``scheme="full_copy"`` copies the parent's entire
     KV into a new sequence of a contiguous cache, as systems before PagedAttention did. Then the
     old beams are freed (a parent nobody chose takes its private blocks with it) and the new beams
@@ -775,7 +771,7 @@ def sample_in_parallel(
     """Draw ``num_samples`` continuations of ``prompt``, ``tokens_per_sample`` tokens each.
 
     The prompt is prefilled once as sample 0. ``scheme="paged"``: samples ``1 .. n−1`` fork it on
-    a :class:`~kvcourse.sharing.SharingPagedKVCache`; ``"full_copy"``: they get a full copy of its
+    a :class:`~kvcourse.kv.sharing_cache.SharingPagedKVCache`; ``"full_copy"``: they get a full copy of its
     KV in a contiguous cache. Each step every sample draws a token from
     ``softmax(logits / temperature)`` with its own generator (seeded ``seed + i`` for sample
     ``i``), and all samples run one forward pass together. The sampler sees only the logits, so

@@ -1,0 +1,70 @@
+"""Block bookkeeping (§3-§5): which physical blocks hold which sequence's tokens, and nothing else.
+
+No K or V lives here, and nothing imports torch: :mod:`kvcourse.kv` puts tensors behind these ids.
+
+* :mod:`kvcourse.blocks.errors`: the exceptions the bookkeeping raises;
+* :mod:`kvcourse.blocks.pool`: the pool of physical blocks, free list and reference counts (§4.1);
+* :mod:`kvcourse.blocks.table`: one sequence's block table, logical → physical (§4.1);
+* :mod:`kvcourse.blocks.sharing`: fork, append with copy-on-write, free (§5);
+* :mod:`kvcourse.blocks.buddy`: a buddy allocator for contiguous KV regions (§3).
+"""
+
+from __future__ import annotations
+
+from kvcourse.blocks.buddy import (
+    EX2_REQUESTS,
+    WALKTHROUGH_REQUESTS,
+    BuddyAllocator,
+    BuddyBlock,
+    ContiguousAllocator,
+    RoundingWaste,
+    WalkthroughStep,
+    binary_decomposition,
+    buddy_walkthrough,
+    round_up_pow2,
+    rounding_waste,
+)
+from kvcourse.blocks.errors import (
+    OutOfBlocksError,
+    SharedBlockWriteError,
+    UnknownSequenceError,
+)
+from kvcourse.blocks.pool import (
+    BlockPool,
+    as_index,
+)
+from kvcourse.blocks.sharing import (
+    CopyOnWrite,
+    ForkAppendFree,
+    SharedBlockManager,
+    check_manager,
+)
+from kvcourse.blocks.table import (
+    BlockTable,
+    BlockTableEntry,
+)
+
+__all__ = [
+    "OutOfBlocksError",
+    "SharedBlockWriteError",
+    "UnknownSequenceError",
+    "BlockPool",
+    "as_index",
+    "BlockTable",
+    "BlockTableEntry",
+    "CopyOnWrite",
+    "ForkAppendFree",
+    "SharedBlockManager",
+    "check_manager",
+    "EX2_REQUESTS",
+    "WALKTHROUGH_REQUESTS",
+    "BuddyAllocator",
+    "BuddyBlock",
+    "ContiguousAllocator",
+    "RoundingWaste",
+    "WalkthroughStep",
+    "binary_decomposition",
+    "buddy_walkthrough",
+    "round_up_pow2",
+    "rounding_waste",
+]

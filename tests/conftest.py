@@ -1,0 +1,5 @@
+"""Shared test set-up: figures are drawn headless (no display on CI)."""
+
+import matplotlib
+
+matplotlib.use("Agg")
