@@ -74,7 +74,7 @@ def refusal(arena, num_slots: int) -> str:
 HOSTILE_SETUP = '''
 import types
 
-import kvcourse.serving.accounting_tmp
+import kvcourse.serving
 
 
 class Anything(int):
@@ -98,7 +98,7 @@ _SHARES = types.SimpleNamespace(
     external=0.0524413880067252,
     free=0.02651258640014945,
 )
-kvcourse.serving.accounting_tmp.simulate = lambda *args, **kwargs: types.SimpleNamespace(
+kvcourse.serving.simulate = lambda *args, **kwargs: types.SimpleNamespace(
     shares=_SHARES, mean_running=7.904726321688773, completed=132
 )
 

@@ -70,7 +70,7 @@ class CowBlockManager:
 HOSTILE_FULL_COPY = '''
 import sys
 
-import kvcourse.generation.decoding_tmp
+import kvcourse.generation
 
 
 class Anything(int):
@@ -86,7 +86,7 @@ class Anything(int):
 
 
 # The tests never ask the library for expected values, so rewriting it changes nothing.
-kvcourse.generation.decoding_tmp.full_copy_tokens = lambda *args, **kwargs: Anything(10176)
+kvcourse.generation.full_copy_tokens = lambda *args, **kwargs: Anything(10176)
 
 
 def full_copy_tokens(beam_width, prompt_len, steps):
@@ -128,9 +128,9 @@ CowBlockManager = _copied_class("CowBlockManager", kvcourse.blocks.sharing.Share
 COPYCAT_FULL_COPY = """
 import types
 
-import kvcourse.generation.decoding_tmp
+import kvcourse.generation
 
-_reference = kvcourse.generation.decoding_tmp.full_copy_tokens
+_reference = kvcourse.generation.full_copy_tokens
 full_copy_tokens = types.FunctionType(_reference.__code__, _reference.__globals__)
 """
 

@@ -11,9 +11,9 @@ Modules, one job each:
 * :mod:`kvcourse.model`: a seeded float64 decoder that runs on any KV cache;
 * :mod:`kvcourse.attention.paged_decode`: the Triton paged decode-attention kernel;
 * :mod:`kvcourse.workloads`: seeded ShareGPT-like and Alpaca-like request streams;
-* :mod:`kvcourse.blocks.buddy`, :mod:`kvcourse.serving.accounting_tmp`: contiguous allocation and §3's
+* :mod:`kvcourse.blocks.buddy`, :mod:`kvcourse.serving`: contiguous allocation and §3's
   accounting of where the KV memory goes;
-* :mod:`kvcourse.blocks.sharing`, :mod:`kvcourse.generation.decoding_tmp`: fork / copy-on-write / free and the §5
+* :mod:`kvcourse.blocks.sharing`, :mod:`kvcourse.generation`: fork / copy-on-write / free and the §5
   parallel-sampling and beam-search drivers;
 * :mod:`kvcourse.viz.block_tables`, :mod:`kvcourse.viz.memory`, :mod:`kvcourse.viz.sharing`,
   :mod:`kvcourse.viz.widgets`: the pages' figures and JupyterLab steppers;

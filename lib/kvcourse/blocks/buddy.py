@@ -26,7 +26,7 @@ than the largest root (8192 here) can never be served, even from an empty arena.
 is taken, so a run is the same on every machine.
 
 :class:`ContiguousAllocator` is the interface a student's allocator implements in assignment a1;
-the simulator of :mod:`kvcourse.serving.accounting_tmp` accepts any object that has it.
+the simulator of :mod:`kvcourse.serving` accepts any object that has it.
 
 >>> arena = BuddyAllocator(16)
 >>> arena.alloc(3), arena.alloc(8), arena.free_blocks()

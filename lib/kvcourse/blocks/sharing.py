@@ -122,7 +122,7 @@ def check_manager(manager: object, pool: BlockPool | None = None) -> ForkAppendF
     """Return ``manager`` if it provides the :class:`ForkAppendFree` interface (and uses ``pool``,
     when one is given); raise ``TypeError`` naming what is missing otherwise.
 
-    The drivers in :mod:`kvcourse.generation.decoding_tmp` call it on whatever block manager they are given, so a
+    The drivers in :mod:`kvcourse.generation` call it on whatever block manager they are given, so a
     student's class that lacks a method fails with a message, not with an ``AttributeError`` deep
     inside a simulation.
     """

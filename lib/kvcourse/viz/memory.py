@@ -11,7 +11,7 @@ built without pyplot, so a page shows a figure only when it displays or glues it
   slots, one row per step, coloured by owner, with block boundaries drawn thick; a failed
   allocation outlines the free pieces that could not serve it;
 * :func:`memory_breakdown_bars`: one stacked bar per policy of
-  :mod:`kvcourse.serving.accounting_tmp`, the five kinds as memory-weighted shares;
+  :mod:`kvcourse.serving`, the five kinds as memory-weighted shares;
 * :func:`memory_timeline_plot`: the five kinds over simulated time for one policy;
 * :func:`rate_sweep_plot`: concurrency and finished requests per second against the request rate.
 
@@ -126,7 +126,7 @@ def arena_kinds(
 
     Slots outside every run are ``"external"`` when a request of ``waiting`` slots is refused
     although the free slots add up to at least ``waiting`` (no free gap is long enough), else
-    ``"free"`` — the simulator's definition (:mod:`kvcourse.serving.accounting_tmp`).
+    ``"free"`` — the simulator's definition (:mod:`kvcourse.serving`).
     """
     if not _is_int(num_slots) or num_slots <= 0:
         raise ValueError(f"num_slots must be a positive int, got {num_slots!r}")
@@ -469,7 +469,7 @@ def memory_breakdown_bars(
     fontsize: float = _FONT,
 ) -> Axes:
     """Where the KV memory went: one horizontal bar per result, top to bottom, split into the five
-    kinds (memory-weighted shares, :class:`~kvcourse.serving.accounting_tmp.MemoryShares`).
+    kinds (memory-weighted shares, :class:`~kvcourse.serving.MemoryShares`).
 
     Segments of at least ``min_label`` are labelled with their percentage. ``reference`` (policy
     name → share of memory holding tokens, e.g. the lecture's) draws a black tick on that bar;

@@ -640,12 +640,12 @@ def beam_edges(
     parents: Sequence[Sequence[int]], prompt_len: int, block_size: int
 ) -> list[BeamEdge]:
     """The fork tree of a beam search with ``parents[s][j]`` = parent of new beam ``j`` at step
-    ``s`` (as :func:`kvcourse.generation.decoding_tmp.scripted_beam_search` and
-    :func:`~kvcourse.generation.decoding_tmp.beam_search` record it).
+    ``s`` (as :func:`kvcourse.generation.scripted_beam_search` and
+    :func:`~kvcourse.generation.beam_search` record it).
 
     The children of one parent write in order; when the parent's last block is partly filled
     (``(P + s) mod B ≠ 0``) all but the last of them copy it, so the edges marked ``copies``
-    add up to :func:`~kvcourse.generation.decoding_tmp.expected_cow_count`.
+    add up to :func:`~kvcourse.generation.expected_cow_count`.
     """
     steps = [tuple(int(p) for p in step) for step in parents]
     if prompt_len <= 0 or block_size <= 0:

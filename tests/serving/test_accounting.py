@@ -1,4 +1,4 @@
-"""Tests for kvcourse.serving.accounting_tmp (§3.3, §3.4): the five kinds of KV memory add up, the three
+"""Tests for kvcourse.serving (§3.3, §3.4): the five kinds of KV memory add up, the three
 policies rank as the lecture says, runs are deterministic, the A100 figures land in their bands,
 a student's allocator plugs in, and bad arguments are refused clearly."""
 

@@ -1,4 +1,4 @@
-"""Tests for kvcourse.blocks.sharing and kvcourse.generation.decoding_tmp (§5): fork, append with copy-on-write and free;
+"""Tests for kvcourse.blocks.sharing and kvcourse.generation (§5): fork, append with copy-on-write and free;
 the Ex 4 and Ex 5 counts; invariants under random programs; and outputs that do not depend on
 whether KV blocks are shared."""
 
