@@ -4,14 +4,10 @@ from __future__ import annotations
 
 from kvcourse.serving.accounting_tmp import (
     A100_SLOTS,
-    KINDS,
-    AccountingResult,
     AllocatorContractError,
     AllocatorSource,
     IterationCost,
     MemoryPolicy,
-    MemoryShares,
-    MemoryTimeline,
     OraclePolicy,
     PagedPolicy,
     ReserveMaxPolicy,
@@ -21,17 +17,23 @@ from kvcourse.serving.accounting_tmp import (
     default_policies,
     simulate,
 )
+from kvcourse.serving.records import (
+    KINDS,
+    AccountingResult,
+    MemoryShares,
+    MemoryTimeline,
+)
 
 __all__ = [
-    "A100_SLOTS",
     "KINDS",
     "AccountingResult",
+    "MemoryShares",
+    "MemoryTimeline",
+    "A100_SLOTS",
     "AllocatorContractError",
     "AllocatorSource",
     "IterationCost",
     "MemoryPolicy",
-    "MemoryShares",
-    "MemoryTimeline",
     "OraclePolicy",
     "PagedPolicy",
     "ReserveMaxPolicy",

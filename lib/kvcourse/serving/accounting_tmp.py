@@ -77,13 +77,14 @@ import bisect
 import math
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from kvcourse.blocks.buddy import BuddyAllocator, ContiguousAllocator
 from kvcourse.blocks.pool import BlockPool, as_index
 from kvcourse.blocks.table import BlockTable
+from kvcourse.serving.records import KINDS, AccountingResult, MemoryShares, MemoryTimeline
 from kvcourse.sizing import flops_per_token, kv_bytes_per_token, kv_token_capacity, weight_bytes
 from kvcourse.specs import A100_40GB, OPT_13B, GPUSpec, ModelSpec
 from kvcourse.workloads import ALPACA, SHAREGPT, LengthDistribution, Request, generate_requests
@@ -110,9 +111,6 @@ __all__ = [
 
 #: KV token slots of OPT-13B on an A100-40GB with 10 % kept for activations: 12,596.
 A100_SLOTS: int = kv_token_capacity(OPT_13B, A100_40GB)
-
-#: The five kinds of KV memory, in the order the tables and plots show them.
-KINDS: tuple[str, ...] = ("stored", "reserved", "internal", "external", "free")
 
 #: An allocator for a contiguous policy: a factory called with the arena size (a class such as
 #: :class:`~kvcourse.blocks.buddy.BuddyAllocator` is one), or an empty allocator instance.
@@ -514,84 +512,6 @@ def default_policies(
         OraclePolicy(allocator),
         PagedPolicy(block_size),
     ]
-
-
-# ---------------------------------------------------------------------------- results
-
-
-@dataclass(frozen=True)
-class MemoryShares:
-    """Memory-weighted shares of the five kinds of KV memory (they sum to 1); see the module
-    docstring for the definitions."""
-
-    stored: float
-    reserved: float
-    internal: float
-    external: float
-    free: float
-
-    def as_dict(self) -> dict[str, float]:
-        """The shares keyed by kind, in :data:`KINDS` order."""
-        return {kind: getattr(self, kind) for kind in KINDS}
-
-
-@dataclass(frozen=True, eq=False)
-class MemoryTimeline:
-    """Per measured iteration: its start time, the slots of each kind, and how many requests were
-    running and waiting. Arrays of equal length, for plots."""
-
-    time_s: np.ndarray
-    stored: np.ndarray
-    reserved: np.ndarray
-    internal: np.ndarray
-    external: np.ndarray
-    free: np.ndarray
-    running: np.ndarray
-    waiting: np.ndarray
-
-
-@dataclass(frozen=True)
-class AccountingResult:
-    """What one policy did to one workload.
-
-    ``shares``: memory-weighted shares of the five kinds. ``mean_running``: concurrency, the mean
-    number of running requests per measured iteration; ``mean_waiting`` the same for the queue.
-    ``throughput_rps``: requests finished per second of the measurement window;
-    ``tokens_per_s``: output tokens generated per second (recomputation not included).
-    ``iterations`` counts measured iterations, ``total_iterations`` all simulated ones;
-    ``preemptions`` and ``recomputed_tokens`` (prompt + generated tokens of each preempted request)
-    count the whole run. ``rate`` is the requests' mean arrival rate (requests per second).
-    """
-
-    policy: str
-    label: str
-    num_slots: int
-    num_requests: int
-    rate: float
-    iterations: int
-    total_iterations: int
-    window_s: float
-    shares: MemoryShares
-    mean_running: float
-    mean_waiting: float
-    throughput_rps: float
-    tokens_per_s: float
-    completed: int
-    preemptions: int
-    recomputed_tokens: int
-    timeline: MemoryTimeline = field(repr=False, compare=False)
-
-    def summary(self) -> dict[str, float | int | str]:
-        """One row for a table: the policy, its five shares, concurrency and throughput."""
-        row: dict[str, float | int | str] = {"policy": self.label}
-        row.update(self.shares.as_dict())
-        row.update(
-            running=self.mean_running,
-            waiting=self.mean_waiting,
-            throughput_rps=self.throughput_rps,
-            preemptions=self.preemptions,
-        )
-        return row
 
 
 # ---------------------------------------------------------------------------- the simulator

@@ -32,7 +32,7 @@ from matplotlib.text import Text
 from matplotlib.transforms import offset_copy
 
 from kvcourse.blocks.buddy import WalkthroughStep
-from kvcourse.serving.accounting_tmp import KINDS, AccountingResult
+from kvcourse.serving.records import KINDS, AccountingResult
 
 __all__ = [
     "KIND_COLORS",
