@@ -11,11 +11,12 @@ ASSIGNMENTS ?=
 # The assignment a collected folder holds (needed once there is more than one assignment).
 ASSIGNMENT ?=
 
-.PHONY: help venv book test lint format lab release collect autograde feedback export clean
+.PHONY: help venv book test test-fast lint format lab release collect autograde feedback export clean
 
 help:
 	@echo "make book       build the book into _build/html (creates .venv on first use)"
 	@echo "make test       lint, check formatting, run every test (library, assignments, book build)"
+	@echo "make test-fast  lint and the fast tests only (no book build, nbgrader or Triton interpreter)"
 	@echo "make lab        open the student notebooks in JupyterLab"
 	@echo "make release    regenerate notebooks/ from solutions/ (instructors)"
 	@echo "make collect INBOX=dir ASSIGNMENT=a  copy notebooks or zips into grading/submitted/"
@@ -51,6 +52,10 @@ lint: venv
 
 test: lint
 	$(BIN)/python -m pytest
+
+# The inner loop: everything but the tests marked slow (book build, nbgrader runs, the interpreter).
+test-fast: lint
+	$(BIN)/python -m pytest -m "not slow"
 
 format: venv
 	$(BIN)/ruff check --fix .

@@ -51,6 +51,7 @@ def built_html(tmp_path_factory) -> Path:
     shutil.rmtree(out, ignore_errors=True)
 
 
+@pytest.mark.slow  # builds the whole book
 def test_every_toc_page_is_written_and_built(built_html):
     for page in toc_pages():
         source = ROOT / f"{page}.md"
@@ -61,12 +62,14 @@ def test_every_toc_page_is_written_and_built(built_html):
         assert "<h1>" in text or "<h1 " in text, f"{html} has no title"
 
 
+@pytest.mark.slow  # builds the whole book
 def test_index_leads_to_the_root_page(built_html):
     index = (built_html / "index.html").read_text(encoding="utf-8")
     root = toc_pages()[0]
     assert f"{root}.html" in index
 
 
+@pytest.mark.slow  # builds the whole book
 def test_pages_show_no_errors(built_html):
     # A missing glue key is already a build warning, and warnings are errors.
     for page in toc_pages():
@@ -75,6 +78,7 @@ def test_pages_show_no_errors(built_html):
         assert "output traceback" not in text, f"{page} shows an error output"
 
 
+@pytest.mark.slow  # builds the whole book
 def test_bilingual_titles(built_html):
     """Chapter titles follow the lecture's style: English · Chinese."""
     for page in toc_pages():

@@ -131,19 +131,19 @@ def test_registry_and_lookup():
 
 
 @pytest.mark.parametrize(
-    "changes, message",
+    "changes, error, message",
     [
-        ({"num_layers": -1}, "num_layers must be a positive integer"),
-        ({"num_layers": 0}, "num_layers must be a positive integer"),
-        ({"hidden_size": 5120.0}, "hidden_size must be a positive integer"),
-        ({"num_kv_heads": True}, "num_kv_heads must be a positive integer"),
-        ({"num_kv_heads": 3}, "multiple of num_kv_heads"),
-        ({"dtype": "fp12"}, "unknown dtype 'fp12'"),
+        ({"num_layers": -1}, ValueError, r"OPT-13B.\): num_layers must be positive, got -1"),
+        ({"num_layers": 0}, ValueError, "num_layers must be positive"),
+        ({"hidden_size": 5120.0}, TypeError, "hidden_size must be an int, got 5120.0"),
+        ({"num_kv_heads": True}, TypeError, "num_kv_heads must be an int, got the bool"),
+        ({"num_kv_heads": 3}, ValueError, "multiple of num_kv_heads"),
+        ({"dtype": "fp12"}, ValueError, "unknown dtype 'fp12'"),
     ],
 )
-def test_nonsense_model_specs_raise_clear_errors(changes, message):
+def test_nonsense_model_specs_raise_clear_errors(changes, error, message):
     fields = {**OPT_13B.__dict__, **changes}
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(error, match=message):
         ModelSpec(**fields)
 
 
@@ -158,7 +158,7 @@ def test_unknown_dtype_lists_known_ones():
     "call, error, message",
     [
         (lambda: kv_bytes_per_request(OPT_13B, -5), ValueError, "non-negative"),
-        (lambda: kv_bytes_per_request(OPT_13B, 2.5), TypeError, "integer number of tokens"),
+        (lambda: kv_bytes_per_request(OPT_13B, 2.5), TypeError, "num_tokens must be an int"),
         (lambda: kv_bytes_per_token("OPT-13B"), TypeError, "expected a ModelSpec"),
         (lambda: kv_token_capacity(OPT_13B, "A100"), TypeError, "expected a GPUSpec"),
         (
@@ -175,15 +175,15 @@ def test_unknown_dtype_lists_known_ones():
         (
             lambda: recompute_seconds(1e9, peak_flops=-1, utilization=0.5),
             ValueError,
-            "peak_flops must be a positive number",
+            "peak_flops must be a positive, finite number",
         ),
         (lambda: transfer_seconds(-1, 1e9), ValueError, "non-negative"),
-        (lambda: transfer_seconds(1, 0), ValueError, "bandwidth must be a positive number"),
+        (lambda: transfer_seconds(1, 0), ValueError, "bandwidth must be a positive, finite number"),
         (lambda: flops_per_token(OPT_13B, -1), ValueError, "context_len"),
         (
             lambda: GPUSpec("x", memory_bytes=-1, peak_flops=1, memory_bandwidth=1),
             ValueError,
-            "memory_bytes must be a positive integer",
+            "memory_bytes must be positive",
         ),
     ],
 )

@@ -1,25 +1,22 @@
 """kvcourse: the library behind the course "KV-cache management: PagedAttention and Mooncake".
 
-Modules, one job each:
+It is a stack of layers; a module imports only from its own layer or the ones below
+(:mod:`kvcourse.layers` lists them, and the tests hold the library to it):
 
-* :mod:`kvcourse.specs`: model and GPU specifications (OPT-13B, LLaMA2-70B, Llama-3.1, A100...);
-* :mod:`kvcourse.sizing`: KV bytes per token and request, capacity, FLOPs, read-back vs recompute;
-* :mod:`kvcourse.os_paging`: a small operating-system page table for §2;
-* :mod:`kvcourse.blocks.pool`, :mod:`kvcourse.blocks.table`: physical KV blocks and block tables (§4);
-* :mod:`kvcourse.kv.cache`: the KV-cache interface, with contiguous and paged implementations;
-* :mod:`kvcourse.attention.blockwise`: attention over a block table with an online softmax;
-* :mod:`kvcourse.model`: a seeded float64 decoder that runs on any KV cache;
-* :mod:`kvcourse.attention.paged_decode`: the Triton paged decode-attention kernel;
-* :mod:`kvcourse.workloads`: seeded ShareGPT-like and Alpaca-like request streams;
-* :mod:`kvcourse.blocks.buddy`, :mod:`kvcourse.serving`: contiguous allocation and §3's
-  accounting of where the KV memory goes;
-* :mod:`kvcourse.blocks.sharing`, :mod:`kvcourse.generation`: fork / copy-on-write / free and the §5
-  parallel-sampling and beam-search drivers;
-* :mod:`kvcourse.viz.block_tables`, :mod:`kvcourse.viz.memory`, :mod:`kvcourse.viz.sharing`,
-  :mod:`kvcourse.viz.widgets`: the pages' figures and JupyterLab steppers;
-* :mod:`kvcourse.attention.backend`: which attention backend runs here (compiled, interpreted, reference);
-* :mod:`kvcourse.viz.tables`: computed tables for the book pages;
-* :mod:`kvcourse.grading.cli`: the instructor's grading commands (``kvcourse-grade``).
+* foundations: :mod:`kvcourse.specs` (model and GPU specifications), :mod:`kvcourse.sizing` (KV
+  bytes, capacity, FLOPs), :mod:`kvcourse.workloads` (seeded request streams),
+  :mod:`kvcourse.os_paging` (§2's toy page table) and the shared argument checks;
+* :mod:`kvcourse.blocks`: block bookkeeping with no tensors: the block pool, block tables, sharing
+  with copy-on-write, the buddy allocator;
+* :mod:`kvcourse.kv`: the K and V tensors behind those ids (contiguous, paged, sharing caches);
+* :mod:`kvcourse.attention`: contiguous and blockwise attention, the Triton paged decode kernel
+  and the backend that picks how it runs;
+* :mod:`kvcourse.model`: a seeded tiny transformer that runs on any KV cache;
+* :mod:`kvcourse.generation`: parallel sampling and beam search on shared blocks;
+* :mod:`kvcourse.serving`: the iteration cost model, memory policies, the scheduler and the
+  simulations of §3;
+* :mod:`kvcourse.viz`: the book's figures, tables and JupyterLab steppers;
+* :mod:`kvcourse.grading`: the instructor's grading commands (``kvcourse-grade``) and test helpers.
 """
 
 __version__ = "0.1.0"

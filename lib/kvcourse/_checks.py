@@ -17,6 +17,11 @@ def is_int(value: object) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
+def is_real(value: object) -> bool:
+    """True for a real number of any kind (Python, NumPy) that is not a ``bool``."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
 def as_index(value: object, name: str = "block id") -> int:
     """``value`` as a plain ``int`` (a block id, a position, a count); ``TypeError`` otherwise.
 
@@ -35,7 +40,7 @@ def check_count(name: str, value: object) -> int:
     """``value`` as an ``int`` that is zero or more (a number of tokens, blocks, steps)."""
     value = as_index(value, name)
     if value < 0:
-        raise ValueError(f"{name} must be zero or more, got {value}")
+        raise ValueError(f"{name} must be zero or more (non-negative), got {value}")
     return value
 
 
@@ -51,7 +56,9 @@ def check_positive_int(name: str, value: object, example: str = "") -> int:
 def check_positive_number(name: str, value: object, unit: str = "") -> float:
     """``value`` as a finite ``float`` greater than 0 (a rate, a bandwidth, a time)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
+        raise TypeError(
+            f"{name} must be a positive number, got {value!r} ({type(value).__name__})"
+        )
     value = float(value)
     if not (math.isfinite(value) and value > 0):
         raise ValueError(f"{name} must be a positive, finite number{unit}, got {value!r}")
@@ -59,5 +66,5 @@ def check_positive_number(name: str, value: object, unit: str = "") -> float:
 
 
 def ceil_div(numerator: int, denominator: int) -> int:
-    """``ceil(numerator / denominator)`` for integers, without floating point (blocks for tokens)."""
+    """``ceil(numerator / denominator)`` in integers, without floating point (blocks for tokens)."""
     return -(-numerator // denominator)

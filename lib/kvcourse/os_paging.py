@@ -21,6 +21,8 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass
 
+from kvcourse._checks import as_index
+
 
 class OutOfFramesError(MemoryError):
     """Raised when a page fault or a copy-on-write needs a frame and every frame is in use."""
@@ -49,12 +51,6 @@ class TranslationResult:
     copied: bool
 
 
-def _check_int(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {value!r}")
-    return value
-
-
 class PhysicalMemory:
     """``num_frames`` frames of ``page_size`` bytes each, a free list and per-frame refcounts.
 
@@ -63,8 +59,8 @@ class PhysicalMemory:
     """
 
     def __init__(self, num_frames: int, page_size: int = 4096) -> None:
-        _check_int("num_frames", num_frames)
-        _check_int("page_size", page_size)
+        as_index(num_frames, "num_frames")
+        as_index(page_size, "page_size")
         if num_frames <= 0:
             raise ValueError(f"num_frames must be positive, got {num_frames}; pass e.g. 8")
         if page_size <= 0 or page_size & (page_size - 1):
@@ -139,7 +135,7 @@ class PhysicalMemory:
         self._data[target][:] = self._data[source]
 
     def _check_frame(self, frame: int) -> None:
-        _check_int("frame", frame)
+        as_index(frame, "frame")
         if not 0 <= frame < self.num_frames:
             raise ValueError(f"frame {frame} does not exist; frames are 0..{self.num_frames - 1}")
 
@@ -155,7 +151,7 @@ class AddressSpace:
     def __init__(self, memory: PhysicalMemory, name: str, num_pages: int = 16) -> None:
         if not isinstance(memory, PhysicalMemory):
             raise TypeError(f"memory must be a PhysicalMemory, got {memory!r}")
-        _check_int("num_pages", num_pages)
+        as_index(num_pages, "num_pages")
         if num_pages <= 0:
             raise ValueError(f"num_pages must be positive, got {num_pages}; pass e.g. 16")
         self.memory = memory
@@ -179,7 +175,7 @@ class AddressSpace:
     def split(self, virtual_address: int) -> tuple[int, int]:
         """``(vpn, offset)`` of a valid virtual address; a ``ValueError`` says what was wrong."""
         self._check_alive()
-        _check_int("virtual_address", virtual_address)
+        as_index(virtual_address, "virtual_address")
         if not 0 <= virtual_address < self.size:
             raise ValueError(
                 f"virtual address {virtual_address:#x} is outside process {self.name!r}: valid "
@@ -222,7 +218,7 @@ class AddressSpace:
 
     def write(self, virtual_address: int, value: int) -> TranslationResult:
         """Store one byte (0..255) at a virtual address, copying a shared page first."""
-        _check_int("value", value)
+        as_index(value, "value")
         if not 0 <= value <= 255:
             raise ValueError(f"value must be one byte, 0..255, got {value}")
         result = self.translate(virtual_address, write=True)

@@ -13,8 +13,7 @@ softmax and biases are left out: they are well under 1 % of the total for these 
 
 from __future__ import annotations
 
-import math
-
+from kvcourse._checks import check_count, check_positive_int, check_positive_number
 from kvcourse.specs import GPUSpec, ModelSpec, dtype_bytes
 
 
@@ -22,23 +21,6 @@ def _check_model(model: object) -> ModelSpec:
     if not isinstance(model, ModelSpec):
         raise TypeError(f"expected a ModelSpec (e.g. kvcourse.specs.OPT_13B), got {model!r}")
     return model
-
-
-def _check_count(name: str, value: object, *, allow_zero: bool = True) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an integer number of tokens, got {value!r}")
-    if value < 0 or (value == 0 and not allow_zero):
-        bound = "non-negative" if allow_zero else "positive"
-        raise ValueError(f"{name} must be {bound}, got {value}")
-    return value
-
-
-def _check_positive(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ValueError(f"{name} must be a positive number, got {value!r}")
-    if math.isinf(value):
-        raise ValueError(f"{name} must be finite, got {value!r}")
-    return float(value)
 
 
 def _as_bytes(elements: int, dtype: str) -> int:
@@ -59,7 +41,7 @@ def kv_bytes_per_token(model: ModelSpec, dtype: str | None = None) -> int:
 
 def kv_bytes_per_request(model: ModelSpec, num_tokens: int, dtype: str | None = None) -> int:
     """Bytes of KV cache a request of ``num_tokens`` tokens (prompt plus output) occupies."""
-    num_tokens = _check_count("num_tokens", num_tokens)
+    num_tokens = check_count("num_tokens", num_tokens)
     return num_tokens * kv_bytes_per_token(model, dtype)
 
 
@@ -110,7 +92,7 @@ def kv_token_capacity(
         raise ValueError(f"activation_fraction must be in [0, 1), got {activation_fraction!r}")
     if weights is None:
         weights = weight_bytes(model)
-    weights = _check_count("weights", weights)
+    weights = check_count("weights", weights)
     usable = int(round(gpu.memory_bytes * (1 - activation_fraction))) - weights
     return max(usable, 0) // kv_bytes_per_token(model)
 
@@ -128,7 +110,7 @@ def max_concurrent_requests(
     With OPT-13B on an A100-40GB: 26 GB of weights and nothing kept back gives 8 requests of 2048
     tokens; the computed weights with 10 % kept for activations give ⌊12596 / 2048⌋ = 6.
     """
-    tokens_per_request = _check_count("tokens_per_request", tokens_per_request, allow_zero=False)
+    tokens_per_request = check_positive_int("tokens_per_request", tokens_per_request)
     slots = kv_token_capacity(model, gpu, weights=weights, activation_fraction=activation_fraction)
     return slots // tokens_per_request
 
@@ -141,7 +123,7 @@ def flops_per_token(model: ModelSpec, context_len: int = 0) -> float:
     linear layers; OPT-13B: ≈25.7 GFLOP.
     """
     model = _check_model(model)
-    context_len = _check_count("context_len", context_len)
+    context_len = check_count("context_len", context_len)
     linear = (
         model.num_layers * linear_params_per_layer(model) + model.vocab_size * model.hidden_size
     )
@@ -155,8 +137,8 @@ def prefill_flops(model: ModelSpec, num_tokens: int, cached_tokens: int = 0) -> 
     Token ``i`` (1-based, counting the cached ones) attends to ``i`` tokens under the causal
     mask, so the attention term sums ``i`` over the new positions.
     """
-    num_tokens = _check_count("num_tokens", num_tokens)
-    cached_tokens = _check_count("cached_tokens", cached_tokens)
+    num_tokens = check_count("num_tokens", num_tokens)
+    cached_tokens = check_count("cached_tokens", cached_tokens)
     linear = flops_per_token(model, 0)
     first, last = cached_tokens + 1, cached_tokens + num_tokens
     attended = (first + last) * num_tokens // 2
@@ -171,10 +153,10 @@ def recompute_seconds(
 
     Exercise 8: 137 GFLOP on 8 A800s (312 TFLOP/s each) at 60 % of peak is ≈91 µs.
     """
-    flops = _check_positive("flops", flops)
-    num_gpus = _check_count("num_gpus", num_gpus, allow_zero=False)
-    peak_flops = _check_positive("peak_flops", peak_flops)
-    utilization = _check_positive("utilization", utilization)
+    flops = check_positive_number("flops", flops)
+    num_gpus = check_positive_int("num_gpus", num_gpus)
+    peak_flops = check_positive_number("peak_flops", peak_flops)
+    utilization = check_positive_number("utilization", utilization)
     if utilization > 1:
         raise ValueError(f"utilization is a fraction of peak in (0, 1], got {utilization}")
     return flops / (num_gpus * peak_flops * utilization)
@@ -188,7 +170,7 @@ def transfer_seconds(num_bytes: float, bandwidth: float, *, latency: float = 0.0
     """
     if isinstance(num_bytes, bool) or not isinstance(num_bytes, (int, float)) or num_bytes < 0:
         raise ValueError(f"num_bytes must be a non-negative number, got {num_bytes!r}")
-    bandwidth = _check_positive("bandwidth", bandwidth)
+    bandwidth = check_positive_number("bandwidth", bandwidth)
     if isinstance(latency, bool) or not isinstance(latency, (int, float)) or latency < 0:
         raise ValueError(f"latency must be a non-negative number of seconds, got {latency!r}")
     return latency + num_bytes / bandwidth

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kvcourse._checks import check_positive_int, check_positive_number
+
 #: Storage width of each element type, in bits. KV caches are usually stored in the model's
 #: 16-bit type; the narrower types appear in §10 (quantized KV).
 DTYPE_BITS: dict[str, int] = {
@@ -31,16 +33,6 @@ def dtype_bytes(dtype: str) -> float:
         known = ", ".join(sorted(DTYPE_BITS))
         raise ValueError(f"unknown dtype {dtype!r}; use one of: {known}")
     return DTYPE_BITS[dtype] / 8
-
-
-def _require_positive_int(owner: str, field: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{owner}: {field} must be a positive integer, got {value!r}")
-
-
-def _require_positive_number(owner: str, field: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ValueError(f"{owner}: {field} must be a positive number, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -78,7 +70,7 @@ class ModelSpec:
             "vocab_size",
             "max_context",
         ):
-            _require_positive_int(owner, field, getattr(self, field))
+            check_positive_int(f"{owner}: {field}", getattr(self, field))
         if self.num_heads % self.num_kv_heads != 0:
             raise ValueError(
                 f"{owner}: num_heads ({self.num_heads}) must be a multiple of num_kv_heads "
@@ -105,9 +97,9 @@ class GPUSpec:
 
     def __post_init__(self) -> None:
         owner = f"GPUSpec({self.name!r})"
-        _require_positive_int(owner, "memory_bytes", self.memory_bytes)
-        _require_positive_number(owner, "peak_flops", self.peak_flops)
-        _require_positive_number(owner, "memory_bandwidth", self.memory_bandwidth)
+        check_positive_int(f"{owner}: memory_bytes", self.memory_bytes)
+        check_positive_number(f"{owner}: peak_flops", self.peak_flops)
+        check_positive_number(f"{owner}: memory_bandwidth", self.memory_bandwidth)
 
 
 OPT_13B = ModelSpec(

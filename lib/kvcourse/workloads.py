@@ -49,6 +49,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kvcourse._checks import check_count, check_positive_number, is_int, is_real
+
 __all__ = [
     "ALPACA",
     "SHAREGPT",
@@ -66,14 +68,6 @@ __all__ = [
 # Stream numbers under one seed: lengths and arrivals never share random numbers.
 _LENGTH_STREAM = 0
 _ARRIVAL_STREAM = 1
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
-
-
-def _is_real(value: object) -> bool:
-    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True)
@@ -108,19 +102,19 @@ class LengthDistribution:
     def __post_init__(self) -> None:
         for field in ("mean_prompt", "mean_output"):
             value = getattr(self, field)
-            if not _is_real(value) or not math.isfinite(value) or value < 1:
+            if not is_real(value) or not math.isfinite(value) or value < 1:
                 raise ValueError(
                     f"LengthDistribution {self.name!r}: {field} must be a finite number of "
                     f"tokens >= 1, got {value!r}"
                 )
         for field in ("sigma_prompt", "sigma_output"):
             value = getattr(self, field)
-            if not _is_real(value) or not math.isfinite(value) or value < 0:
+            if not is_real(value) or not math.isfinite(value) or value < 0:
                 raise ValueError(
                     f"LengthDistribution {self.name!r}: {field} must be a finite number >= 0 "
                     f"(0 makes every length equal to the mean), got {value!r}"
                 )
-        if not _is_int(self.max_total) or self.max_total < 2:
+        if not is_int(self.max_total) or self.max_total < 2:
             raise ValueError(
                 f"LengthDistribution {self.name!r}: max_total must be an int >= 2 (one prompt "
                 f"token and one output token), got {self.max_total!r}"
@@ -163,7 +157,7 @@ def sample_lengths(
     Every pair satisfies ``prompt_len >= 1``, ``output_len >= 1`` and
     ``prompt_len + output_len <= dist.max_total``.
     """
-    num_requests = _check_count(num_requests)
+    num_requests = check_count("num_requests", num_requests)
     if not isinstance(dist, LengthDistribution):
         raise TypeError(
             f"dist must be a LengthDistribution such as SHAREGPT or ALPACA, got {dist!r}"
@@ -182,9 +176,9 @@ def poisson_arrivals(
     """Arrival times (seconds, increasing) of ``num_requests`` requests of a Poisson process with
     ``rate`` requests per second: independent exponential gaps of mean ``1 / rate``. The first
     request arrives one gap after ``start_s``."""
-    num_requests = _check_count(num_requests)
+    num_requests = check_count("num_requests", num_requests)
     rate = _check_rate(rate)
-    if not _is_real(start_s) or not math.isfinite(start_s):
+    if not is_real(start_s) or not math.isfinite(start_s):
         raise ValueError(f"start_s must be a finite number of seconds, got {start_s!r}")
     gaps = _rng(seed, _ARRIVAL_STREAM).exponential(1.0 / rate, num_requests)
     return [float(t) for t in float(start_s) + np.cumsum(gaps)]
@@ -247,20 +241,10 @@ def _lognormal_lengths(rng: np.random.Generator, mean: float, sigma: float, n: i
 
 
 def _rng(seed: object, stream: int) -> np.random.Generator:
-    if not _is_int(seed) or seed < 0:
+    if not is_int(seed) or seed < 0:
         raise ValueError(f"seed must be an int >= 0, got {seed!r}")
     return np.random.default_rng([int(seed), stream])
 
 
-def _check_count(num_requests: object) -> int:
-    if not _is_int(num_requests) or num_requests < 0:
-        raise ValueError(f"num_requests must be an int >= 0, got {num_requests!r}")
-    return int(num_requests)
-
-
 def _check_rate(rate: object) -> float:
-    if not _is_real(rate) or not math.isfinite(rate) or rate <= 0:
-        raise ValueError(
-            f"rate must be a positive, finite number of requests per second, got {rate!r}"
-        )
-    return float(rate)
+    return check_positive_number("rate", rate, " of requests per second")

@@ -83,7 +83,7 @@ SPECIFIC = {
         points=(10, 10),
         # The reference allocator, only to switch it off while student code runs; the simulator
         # of Part 6, run as a fresh private copy; the workloads that build its requests.
-        library=("buddy", "memory_accounting", "workloads"),
+        library=("blocks", "serving", "workloads"),
         hidden_literals=(
             "0.39285714285714285",
             "0.49951171875",
@@ -103,13 +103,7 @@ SPECIFIC = {
         points=(10, 10),
         # The pool the student's table runs on; the reference modules, only to switch them off
         # while student code runs; the cache and model of Part 4, reloaded fresh in its cells.
-        library=(
-            "block_pool",
-            "block_table",
-            "blockwise_attention",
-            "kv_cache",
-            "tiny_transformer",
-        ),
+        library=("blocks", "attention", "kv", "model"),
         hidden_literals=("0.609375", "2.077079107505071", "1.3678794411714423", "(2, (1, 4, 9))"),
         partial_message="half_block_waste_estimate(16, 493): expected about 0.0162, got 1.62",
         hostile_flags=(
@@ -124,14 +118,7 @@ SPECIFIC = {
         # The pool the student's manager runs on; the reference manager (sharing) and decoding
         # drivers, only to switch them off while student code runs; the sharing cache and the
         # model of Part 6, reloaded fresh in its cells.
-        library=(
-            "block_pool",
-            "sharing",
-            "decoding",
-            "blockwise_attention",
-            "kv_cache",
-            "tiny_transformer",
-        ),
+        library=("blocks", "generation", "attention", "kv", "model"),
         hidden_literals=(
             "4004000",
             "(15, 16, 12, 11)",
