@@ -1,27 +1,40 @@
-"""Serving simulation: iteration cost, memory policies and the scheduler (§3, §6, §7)."""
+"""Serving simulation (§3, §6, §7): iteration cost, memory policies and the scheduler.
+
+* :mod:`kvcourse.serving.cost`: how long one iteration takes, a roofline (:class:`IterationCost`);
+* :mod:`kvcourse.serving.memory`: the KV memory of one run, contiguous runs or blocks;
+* :mod:`kvcourse.serving.policies`: the three ways to hand it out, Max, Oracle and Paged;
+* :mod:`kvcourse.serving.scheduler`: the scheduler, one iteration at a time (:class:`Scheduler`);
+* :mod:`kvcourse.serving.records`: what a run reports, per iteration and in all, and the five
+  kinds of KV memory;
+* :mod:`kvcourse.serving.simulation`: :func:`simulate` and the §3.3, §3.4 comparisons.
+"""
 
 from __future__ import annotations
 
-from kvcourse.serving.accounting_tmp import (
+from kvcourse.serving.cost import IterationCost
+from kvcourse.serving.memory import AllocatorContractError, LiveRequest
+from kvcourse.serving.policies import (
     A100_SLOTS,
-    AllocatorContractError,
     AllocatorSource,
-    IterationCost,
     MemoryPolicy,
     OraclePolicy,
     PagedPolicy,
     ReserveMaxPolicy,
-    a100_accounting,
-    compare_policies,
-    concurrency_ratios,
     default_policies,
-    simulate,
 )
 from kvcourse.serving.records import (
     KINDS,
     AccountingResult,
+    Iteration,
     MemoryShares,
     MemoryTimeline,
+)
+from kvcourse.serving.scheduler import Scheduler
+from kvcourse.serving.simulation import (
+    a100_accounting,
+    compare_policies,
+    concurrency_ratios,
+    simulate,
 )
 
 __all__ = [
@@ -33,10 +46,13 @@ __all__ = [
     "AllocatorContractError",
     "AllocatorSource",
     "IterationCost",
+    "Iteration",
+    "LiveRequest",
     "MemoryPolicy",
     "OraclePolicy",
     "PagedPolicy",
     "ReserveMaxPolicy",
+    "Scheduler",
     "a100_accounting",
     "compare_policies",
     "concurrency_ratios",

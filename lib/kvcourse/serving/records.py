@@ -1,20 +1,67 @@
-"""What a serving simulation reports: the five kinds of KV memory, their shares, the timeline.
+"""What a serving run reports: each iteration, the five kinds of KV memory, their shares, timeline.
+
+**The five kinds of KV memory.** At step 5 of every iteration (:mod:`kvcourse.serving.scheduler`)
+each of the ``num_slots`` slots is exactly one of these (they sum to ``num_slots`` every
+iteration):
+
+* **stored** — holds the K and V of a token of a running request (prompt or generated so far);
+* **reserved** — allocated to a running request and empty now, but the request will write one of
+  its own tokens there before it finishes: slots ``prompt + generated .. prompt + output − 1`` of
+  a contiguous reservation. Paged allocation reserves nothing ahead, so it is 0 there;
+* **internal fragmentation** — allocated to a running request and not reserved: Max and Oracle:
+  the slots of a run beyond ``prompt + output``, which no token will ever use (2048 minus the final
+  length; the buddy allocator's rounding up to a power of two); Paged: the empty slots of each
+  sequence's last, partly filled block (at most ``block_size − 1`` per request);
+* **external fragmentation** — not allocated, in an iteration whose step 3 refused the head of the
+  queue although the free slots added up to at least what it asked for (2048, prompt + output, or
+  its blocks × block size): the memory was free but in pieces too small for it. Then every free
+  slot counts here. It never happens with Paged: any free block serves any request;
+* **free** — every other slot not allocated: no one was waiting, or the free slots together were
+  fewer than the head of the queue needed. The few slots that do not make a whole block
+  (12,596 = 787 × 16 + 4) are free under Paged, as is what a reserve-2048 arena cannot use
+  (12,596 − 6 × 2048 = 308).
 
 Results are **memory-weighted**: the share of a kind is its slots summed over the measured
 iterations divided by ``num_slots`` × the number of measured iterations, not a mean of per-request
-ratios (see :mod:`kvcourse.serving.accounting` for the definitions of the five kinds).
+ratios (:mod:`kvcourse.serving.simulation` says which iterations are measured).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-__all__ = ["KINDS", "AccountingResult", "MemoryShares", "MemoryTimeline"]
+if TYPE_CHECKING:
+    from kvcourse.serving.memory import LiveRequest
+
+__all__ = ["KINDS", "AccountingResult", "Iteration", "MemoryShares", "MemoryTimeline"]
 
 #: The five kinds of KV memory, in the order the tables and plots show them.
 KINDS: tuple[str, ...] = ("stored", "reserved", "internal", "external", "free")
+
+
+@dataclass(frozen=True, slots=True)
+class Iteration:
+    """One iteration as the scheduler ran it: when it started and how long it took, the KV memory
+    at its step 5 in the five kinds (they sum to ``num_slots``), the size of the batch and of the
+    queue, the tokens run through the model, and which requests were admitted, preempted (since
+    the previous iteration) and finished in it."""
+
+    time_s: float
+    duration_s: float
+    stored: int
+    reserved: int
+    internal: int
+    external: int
+    free: int
+    running: int
+    waiting: int
+    new_tokens: int
+    admitted: tuple[LiveRequest, ...]
+    preempted: tuple[LiveRequest, ...]
+    finished: tuple[LiveRequest, ...]
 
 
 @dataclass(frozen=True)

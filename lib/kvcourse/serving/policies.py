@@ -1,0 +1,213 @@
+"""Three ways to hand out KV memory (§3.3, §3.4): reserve the maximum, the exact length, or page.
+
+The KV memory is ``num_slots`` token slots — :data:`A100_SLOTS`, 12,596, for OPT-13B on an
+A100-40GB (:func:`kvcourse.sizing.kv_token_capacity`). The policies differ only in how they hand
+it out:
+
+* :class:`ReserveMaxPolicy` ("Max"): each request reserves a contiguous run of the maximum
+  sequence length, 2048 slots, when it is admitted;
+* :class:`OraclePolicy` ("Oracle"): each request reserves a contiguous run of exactly its final
+  length, prompt + output — which no real server knows in advance — through a contiguous allocator,
+  by default the :class:`~kvcourse.blocks.buddy.BuddyAllocator`, which rounds up to a power of two;
+* :class:`PagedPolicy` ("Paged"): PagedAttention's blocks of 16 slots
+  (:class:`~kvcourse.blocks.pool.BlockPool`, :class:`~kvcourse.blocks.table.BlockTable`), allocated
+  on demand as tokens arrive, with nothing reserved.
+
+A policy is configuration only: :meth:`MemoryPolicy.start_memory` builds a fresh, empty
+:class:`~kvcourse.serving.memory.KVMemory` for each run, so one policy object serves many runs.
+
+A student's allocator plugs into the contiguous policies: pass its class (called with the arena
+size) or an empty instance as ``allocator``; the simulator checks what it returns and raises
+:class:`~kvcourse.serving.memory.AllocatorContractError` naming the broken promise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from kvcourse._checks import check_positive_int
+from kvcourse.blocks.buddy import BuddyAllocator, ContiguousAllocator
+from kvcourse.serving.memory import ContiguousMemory, KVMemory, PagedMemory
+from kvcourse.sizing import kv_token_capacity
+from kvcourse.specs import A100_40GB, OPT_13B
+from kvcourse.workloads import Request
+
+__all__ = [
+    "A100_SLOTS",
+    "AllocatorSource",
+    "MemoryPolicy",
+    "OraclePolicy",
+    "PagedPolicy",
+    "ReserveMaxPolicy",
+    "check_policy",
+    "default_policies",
+]
+
+#: KV token slots of OPT-13B on an A100-40GB with 10 % kept for activations: 12,596.
+A100_SLOTS: int = kv_token_capacity(OPT_13B, A100_40GB)
+
+#: An allocator for a contiguous policy: a factory called with the arena size (a class such as
+#: :class:`~kvcourse.blocks.buddy.BuddyAllocator` is one), or an empty allocator instance.
+AllocatorSource = Callable[[int], ContiguousAllocator] | ContiguousAllocator
+
+
+class MemoryPolicy:
+    """How KV memory is handed to requests; subclasses are the three policies of §3.
+
+    ``name`` is the short name used as a key ("Max", "Oracle", "Paged") and ``label`` a longer
+    description for tables. A policy holds configuration only: every run starts from the empty
+    memory :meth:`start_memory` builds, so one policy object can serve many runs.
+    """
+
+    name: str = ""
+    label: str = ""
+
+    def start_memory(self, num_slots: int, requests: Sequence[Request]) -> KVMemory:
+        """The empty KV memory of one run over ``num_slots`` slots, after checking that each of
+        ``requests`` could be admitted into it alone (``ValueError`` otherwise)."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.label!r})"
+
+
+def _resolve_allocator(source: AllocatorSource, num_slots: int, owner: str) -> ContiguousAllocator:
+    """The empty allocator over ``num_slots`` slots that ``source`` stands for."""
+    if isinstance(source, ContiguousAllocator) and not isinstance(source, type):
+        allocator = source
+    elif callable(source):
+        allocator = source(num_slots)
+    else:
+        raise TypeError(
+            f"{owner}: allocator must be a ContiguousAllocator (alloc, free, free_slots, "
+            f"free_blocks), or a class/factory that builds one from the arena size; got {source!r}"
+        )
+    if not isinstance(allocator, ContiguousAllocator):
+        raise TypeError(
+            f"{owner}: the allocator factory returned {allocator!r}, which lacks the "
+            f"ContiguousAllocator methods alloc, free, free_slots and free_blocks"
+        )
+    free = allocator.free_slots()
+    if free != num_slots:
+        raise ValueError(
+            f"{owner}: the allocator must start empty over the arena of {num_slots} slots, but "
+            f"its free_slots() is {free}; pass a new allocator, or a factory such as "
+            f"BuddyAllocator"
+        )
+    return allocator
+
+
+def _check_allocator_source(source: object, owner: str) -> None:
+    if not (isinstance(source, ContiguousAllocator) or callable(source)):
+        raise TypeError(
+            f"{owner}: allocator must be a ContiguousAllocator (alloc, free, free_slots, "
+            f"free_blocks), or a class/factory that builds one from the arena size; got {source!r}"
+        )
+
+
+class ReserveMaxPolicy(MemoryPolicy):
+    """The "Max" policy: every request reserves ``max_len`` contiguous slots (2048, OPT's context)
+    when it is admitted, through ``allocator`` (a buddy allocator by default; 2048 is a power of
+    two, so no rounding). On 12,596 slots at most 6 requests run at once."""
+
+    def __init__(self, max_len: int = 2048, allocator: AllocatorSource = BuddyAllocator) -> None:
+        max_len = check_positive_int("max_len", max_len, "e.g. 2048")
+        _check_allocator_source(allocator, "ReserveMaxPolicy")
+        self.max_len = max_len
+        self.allocator = allocator
+        self.name = "Max"
+        self.label = f"Max (reserve {max_len})"
+
+    def start_memory(self, num_slots: int, requests: Sequence[Request]) -> KVMemory:
+        """Contiguous memory in which every request reserves ``max_len`` slots."""
+        if self.max_len > num_slots:
+            raise ValueError(
+                f"ReserveMaxPolicy: max_len {self.max_len} exceeds the arena of {num_slots} "
+                f"slots, so no request could ever be admitted; lower max_len or add slots"
+            )
+        longest = max(requests, key=lambda r: r.total_len)
+        if longest.total_len > self.max_len:
+            raise ValueError(
+                f"ReserveMaxPolicy: request {longest.request_id} needs {longest.total_len} slots "
+                f"(prompt + output), more than max_len {self.max_len}; clip the workload to "
+                f"max_len or raise max_len"
+            )
+        allocator = _resolve_allocator(self.allocator, num_slots, "ReserveMaxPolicy")
+        return ContiguousMemory(allocator, num_slots, self.max_len)
+
+
+class OraclePolicy(MemoryPolicy):
+    """The "Oracle" policy: every request reserves exactly its final length (prompt + output) when
+    it is admitted — as if the output length were known in advance — through ``allocator``. With the
+    default :class:`~kvcourse.blocks.buddy.BuddyAllocator` the run is rounded up to a power of two.
+
+    ``allocator`` is a factory called with the arena size (a class is one), or an empty allocator
+    instance; a student's allocator from assignment a1 plugs in here.
+    """
+
+    def __init__(self, allocator: AllocatorSource = BuddyAllocator) -> None:
+        _check_allocator_source(allocator, "OraclePolicy")
+        self.allocator = allocator
+        self.name = "Oracle"
+        name = getattr(allocator, "__name__", None) or type(allocator).__name__
+        self.label = "Oracle + buddy" if allocator is BuddyAllocator else f"Oracle + {name}"
+
+    def start_memory(self, num_slots: int, requests: Sequence[Request]) -> KVMemory:
+        """Contiguous memory in which every request reserves its final length."""
+        longest = max(requests, key=lambda r: r.total_len)
+        if longest.total_len > num_slots:
+            raise ValueError(
+                f"OraclePolicy: request {longest.request_id} needs {longest.total_len} slots, more "
+                f"than the whole arena of {num_slots}; clip the workload or add slots"
+            )
+        allocator = _resolve_allocator(self.allocator, num_slots, "OraclePolicy")
+        return ContiguousMemory(allocator, num_slots, None)
+
+
+class PagedPolicy(MemoryPolicy):
+    """The "Paged" policy: PagedAttention's blocks of ``block_size`` slots (16, vLLM's default),
+    taken from a :class:`~kvcourse.blocks.pool.BlockPool` only when a sequence's last block is
+    full. A request is admitted when its prompt and first token fit now; when the pool runs dry the
+    scheduler preempts a running request (:class:`~kvcourse.serving.scheduler.Scheduler`)."""
+
+    def __init__(self, block_size: int = 16) -> None:
+        block_size = check_positive_int("block_size", block_size, "e.g. 16")
+        self.block_size = block_size
+        self.name = "Paged"
+        self.label = f"Paged (block {block_size})"
+
+    def start_memory(self, num_slots: int, requests: Sequence[Request]) -> KVMemory:
+        """A pool of whole blocks over ``num_slots`` slots (the remainder stays unused)."""
+        usable = num_slots // self.block_size * self.block_size
+        longest = max(requests, key=lambda r: r.total_len)
+        if longest.total_len > usable:
+            raise ValueError(
+                f"PagedPolicy: request {longest.request_id} needs {longest.total_len} slots but "
+                f"the pool holds only {usable} ({num_slots} slots in blocks of "
+                f"{self.block_size}); clip the workload or add slots"
+            )
+        return PagedMemory(num_slots, self.block_size)
+
+
+def default_policies(
+    allocator: AllocatorSource = BuddyAllocator, *, max_len: int = 2048, block_size: int = 16
+) -> list[MemoryPolicy]:
+    """The three policies of §3.3 in the lecture's order: Max, Oracle (with ``allocator``), Paged.
+
+    Pass a student's allocator class to run the whole comparison on it; Max uses it too.
+    """
+    return [
+        ReserveMaxPolicy(max_len, allocator),
+        OraclePolicy(allocator),
+        PagedPolicy(block_size),
+    ]
+
+
+def check_policy(policy: object) -> MemoryPolicy:
+    """``policy`` if it is a :class:`~kvcourse.serving.policies.MemoryPolicy`; TypeError if not."""
+    if not isinstance(policy, MemoryPolicy):
+        raise TypeError(
+            f"policy must be a MemoryPolicy such as ReserveMaxPolicy(), OraclePolicy() or "
+            f"PagedPolicy(); got {policy!r}"
+        )
+    return policy

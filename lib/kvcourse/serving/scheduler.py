@@ -1,0 +1,347 @@
+"""The serving scheduler (§3.3; §6 and §7 extend it): iteration-level scheduling over KV memory.
+
+The scheduler serves a stream of requests with **iteration-level scheduling** (Orca's, lecture 6):
+each iteration, every running request produces one token, new requests join the batch between
+iterations and finished ones leave. The memory policy (:mod:`kvcourse.serving.policies`) decides
+how the KV memory is handed out; the scheduler decides who runs.
+
+**One iteration**, at simulated time ``t`` (:meth:`Scheduler.step`):
+
+1. requests that have arrived by ``t`` join the back of the waiting queue (first come, first
+   served);
+2. every running request gets the slot for this iteration's token, in batch order (a contiguous
+   reservation already holds it; Paged may need a new block). When a new block is needed and none
+   is free, a victim is preempted (:meth:`Scheduler.choose_victim`: the last of the batch, the
+   latest-arrived running request): all its blocks are freed and it goes back to the front of the
+   queue, to be recomputed (:meth:`Scheduler.recover`: its prompt plus the tokens it had generated
+   become its new prompt). Victims of one iteration go to the front in the order they were
+   preempted, so the first, the latest-arrived, is re-admitted first. §6 discusses the
+   alternatives;
+3. unless step 2 preempted somebody, waiting requests are admitted in queue order while their
+   memory fits — Max and Oracle: the allocator returns a run of 2048, or prompt + output, slots;
+   Paged: the free blocks hold the (re)prompt plus the first new token. The first request that does
+   not fit stops admission (no overtaking);
+4. every running request stores one more token: a newly admitted one stores its whole prompt
+   (prefill) and its first output token, the others one token each (decode). A request of output
+   length ``o`` therefore runs ``o`` iterations and finishes holding prompt + output tokens;
+5. the memory is accounted into the five kinds (:mod:`kvcourse.serving.records`); then finished
+   requests free their memory and leave the batch;
+6. time advances by :meth:`~kvcourse.serving.cost.IterationCost.seconds` of the work done. When
+   nothing is running or waiting, the clock jumps to the next arrival (idle time is not an
+   iteration).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Iterator, Sequence
+from types import TracebackType
+
+from kvcourse._checks import check_positive_int, is_int
+from kvcourse.serving.cost import IterationCost, check_cost
+from kvcourse.serving.memory import LiveRequest
+from kvcourse.serving.policies import A100_SLOTS, MemoryPolicy, check_policy
+from kvcourse.serving.records import Iteration
+from kvcourse.workloads import Request
+
+__all__ = ["Scheduler", "check_requests"]
+
+
+def check_requests(requests: object) -> list[Request]:
+    """``requests`` checked (a non-empty list of :class:`~kvcourse.workloads.Request` with lengths
+    of at least 1 and finite arrival times of at least 0) and sorted into arrival order."""
+    if isinstance(requests, (str, bytes)) or not isinstance(requests, Sequence) or not requests:
+        raise ValueError(
+            "requests must be a non-empty list of kvcourse.workloads.Request, e.g. "
+            f"sharegpt_like(300, rate=3.0); got {requests!r}"
+        )
+    for r in requests:
+        if not isinstance(r, Request):
+            raise TypeError(f"requests must contain only workloads.Request records, got {r!r}")
+        if (
+            not (is_int(r.prompt_len) and is_int(r.output_len))
+            or min(r.prompt_len, r.output_len) < 1
+        ):
+            raise ValueError(
+                f"request {r.request_id}: prompt_len and output_len must be ints >= 1, got "
+                f"{r.prompt_len!r} and {r.output_len!r}"
+            )
+        if not isinstance(r.arrival_s, (int, float)) or not math.isfinite(r.arrival_s):
+            raise ValueError(
+                f"request {r.request_id}: arrival_s must be finite, got {r.arrival_s!r}"
+            )
+        if r.arrival_s < 0:
+            raise ValueError(f"request {r.request_id}: arrival_s must be >= 0, got {r.arrival_s}")
+    return sorted(requests, key=lambda r: (r.arrival_s, r.request_id))
+
+
+class Scheduler:
+    """Serves ``requests`` one iteration at a time under ``policy``, on ``num_slots`` KV slots
+    (12,596 by default) with iterations timed by ``cost`` (:meth:`IterationCost.for_gpu`).
+
+    The scheduler owns the clock (``time_s``), the ``waiting`` queue and the ``running`` batch, and
+    the memory ``policy.start_memory`` built for this run. :meth:`step` runs one iteration and
+    returns its :class:`Iteration`, or None once nothing is left to serve or the clock has reached
+    ``horizon_s``; iterating over the scheduler runs it to that end. :meth:`close` (or leaving a
+    ``with`` block) frees the memory of the requests still running.
+
+    Invariants, true between steps:
+
+    * every request is in exactly one place: not yet arrived, ``waiting``, ``running``, or
+      finished (it then holds no memory and has generated its whole output);
+    * ``waiting`` holds arrived requests in queue order: the victims of the latest preemption at
+      its front, in the order they were preempted, then those of earlier ones; behind them the
+      requests that never ran, in arrival order (first come, first served). While no iteration
+      preempts more than one request, queue and batch stay in arrival order; the victims of one
+      iteration go back in reverse arrival order (the first preempted is the latest-arrived), and
+      the batch keeps that order when they are re-admitted;
+    * admission takes the head of the queue or nobody (no overtaking), and admits nobody in an
+      iteration whose step 2 preempted a request and left others running;
+    * ``running`` is in admission order; every running request holds memory for each token it has
+      stored (prompt + generated), and under a contiguous policy for every token it will store;
+    * preemption is all or nothing: the victim frees all its memory, keeps its generated-token
+      count, and is re-admitted later like any waiting request (recompute: it prefills its prompt
+      plus those tokens again);
+    * ``time_s`` never goes back; the five kinds of every :class:`Iteration` add up to
+      ``num_slots``. If every request fits the memory alone and ``horizon_s`` is infinite, every
+      request finishes: with the default victim the head of the batch is preempted only when it is
+      alone, and alone it fits.
+
+    Extending it (§6, §7): override :meth:`choose_victim` to preempt someone else, :meth:`recover`
+    to bring a victim back another way (swap its blocks to a CPU pool); read the ``admitted`` and
+    ``finished`` requests of each :class:`Iteration` for latency metrics.
+    """
+
+    def __init__(
+        self,
+        requests: Sequence[Request],
+        policy: MemoryPolicy,
+        *,
+        num_slots: int = A100_SLOTS,
+        cost: IterationCost | None = None,
+        horizon_s: float = math.inf,
+    ) -> None:
+        self.requests: tuple[Request, ...] = tuple(check_requests(requests))
+        self.policy = check_policy(policy)
+        self.num_slots = check_positive_int("num_slots", num_slots, "e.g. A100_SLOTS (12,596)")
+        self.cost = check_cost(cost)
+        if isinstance(horizon_s, bool) or not isinstance(horizon_s, (int, float)):
+            raise TypeError(f"horizon_s must be a number of seconds, got {horizon_s!r}")
+        if not horizon_s >= 0:  # also refuses NaN
+            raise ValueError(f"horizon_s must be a non-negative number of seconds, got {horizon_s}")
+        self.horizon_s = float(horizon_s)
+        self.memory = policy.start_memory(self.num_slots, self.requests)
+        self.time_s = 0.0
+        self.waiting: deque[LiveRequest] = deque()
+        self.running: list[LiveRequest] = []
+        self.iterations = 0  #: iterations run so far
+        self.preemptions = 0  #: requests preempted so far
+        self.recomputed_tokens = 0  #: prompt + generated tokens of each preempted request
+        self._next_arrival = 0  # index into self.requests of the next request to arrive
+        self._stored = 0  # tokens held by running requests
+        self._final = 0  # sum of prompt + output over running requests
+        self._closed = False
+
+    # ------------------------------------------------------------------ the loop
+
+    def step(self) -> Iteration | None:
+        """Run one iteration (steps 1-6 of the module docstring) and return what it did; None, and
+        nothing changes, once every request has finished or the clock has reached ``horizon_s``.
+
+        Raises RuntimeError if the head of the queue is refused with nothing running: it can never
+        be admitted (the allocator cannot place it even in the empty arena).
+        """
+        if self._closed:
+            raise RuntimeError("this Scheduler is closed; start a new one to serve again")
+        preempted: list[LiveRequest] = []
+        while True:
+            self._join_arrivals()
+            if not self.running and not self.waiting:
+                if self._next_arrival >= len(self.requests):
+                    return None
+                self.time_s = self.requests[self._next_arrival].arrival_s
+                continue
+            if self.time_s >= self.horizon_s:
+                return None
+            victims = self._make_room()
+            preempted += victims
+            admitted, refused_need = ([], -1) if victims else self._admit()
+            if self.running:
+                return self._run_batch(admitted, preempted, refused_need)
+            if refused_need >= 0:
+                head = self.waiting[0]
+                raise RuntimeError(
+                    f"{self.policy.label}: request {head.request.request_id} (prompt "
+                    f"{head.prompt}, output {head.output}) can never be admitted: it asks for "
+                    f"{refused_need} slots and the allocator refuses it even with the whole arena "
+                    f"of {self.num_slots} slots free; clip the workload or use a larger arena"
+                )
+            # Everybody was preempted (the policies' checks rule this out; a memory that allows
+            # it gets a fresh admission round at the same time, no time passing).
+
+    def __iter__(self) -> Iterator[Iteration]:
+        """The iterations :meth:`step` runs, until it returns None."""
+        while (iteration := self.step()) is not None:
+            yield iteration
+
+    def _join_arrivals(self) -> None:
+        """Step 1: requests that have arrived by now join the back of the queue."""
+        requests = self.requests
+        while self._next_arrival < len(requests):
+            request = requests[self._next_arrival]
+            if request.arrival_s > self.time_s:
+                break
+            self.waiting.append(LiveRequest(request))
+            self._next_arrival += 1
+
+    def _make_room(self) -> list[LiveRequest]:
+        """Step 2: the slot of this iteration's token for every running request, preempting when
+        memory runs out; returns the victims, now at the front of the queue."""
+        running = self.running
+        victims: list[LiveRequest] = []
+        i = self.memory.grow(running, 0)
+        while i < len(running):
+            victim = self.choose_victim(running[i])
+            j = self._batch_index(victim)
+            self.preempt(victim)
+            victims.append(victim)
+            if j < i:  # the needy request moved one place forward
+                i -= 1
+            i = self.memory.grow(running, i)
+        self.waiting.extendleft(reversed(victims))
+        return victims
+
+    def _admit(self) -> tuple[list[LiveRequest], int]:
+        """Step 3: admit the head of the queue while its memory fits. Returns the admitted requests
+        and the slots the refused head asked for (-1 when nobody was refused)."""
+        admitted: list[LiveRequest] = []
+        waiting = self.waiting
+        while waiting:
+            head = waiting[0]
+            if not self.memory.admit(head):
+                return admitted, self.memory.need(head)
+            waiting.popleft()
+            self.running.append(head)
+            self._final += head.final
+            admitted.append(head)
+        return admitted, -1
+
+    def _run_batch(
+        self, admitted: list[LiveRequest], preempted: list[LiveRequest], refused_need: int
+    ) -> Iteration:
+        """Steps 4-6: one token for every running request, the accounting, the clock."""
+        running = self.running
+        stored = self._stored
+        new_tokens = 0
+        finished: list[LiveRequest] = []
+        for live in running:
+            if live.new:
+                live.new = False
+                prefill = live.prompt + live.done
+                new_tokens += prefill
+                stored += prefill + 1
+            else:
+                new_tokens += 1
+                stored += 1
+            live.done += 1
+            if live.done == live.output:
+                finished.append(live)
+        self._stored = stored
+        allocated = self.memory.allocated()
+        reserved, internal = self.memory.split_allocated(stored, self._final, allocated)
+        unallocated = self.num_slots - allocated
+        # The head was refused although the free slots added up to what it asked for: external.
+        external = unallocated if 0 <= refused_need <= unallocated else 0
+        duration = self.cost.seconds(stored, new_tokens)
+        iteration = Iteration(
+            time_s=self.time_s,
+            duration_s=duration,
+            stored=stored,
+            reserved=reserved,
+            internal=internal,
+            external=external,
+            free=unallocated - external,
+            running=len(running),
+            waiting=len(self.waiting),
+            new_tokens=new_tokens,
+            admitted=tuple(admitted),
+            preempted=tuple(preempted),
+            finished=tuple(finished),
+        )
+        self.iterations += 1
+        for live in finished:  # released while still in the batch: close() retries after errors
+            self.memory.release(live)
+            self._stored -= live.prompt + live.done
+            self._final -= live.final
+        if finished:
+            done_ids = {id(live) for live in finished}
+            running[:] = [live for live in running if id(live) not in done_ids]
+        self.time_s += duration
+        return iteration
+
+    # ------------------------------------------------------------------ preemption
+
+    def choose_victim(self, needy: LiveRequest) -> LiveRequest:
+        """The running request to preempt when ``needy`` (running) needs a new block and none is
+        free. Override to choose another; it must return a member of ``running``, ``needy`` itself
+        included. Default: the last of the batch, the most recently admitted request — the
+        latest-arrived one unless an earlier iteration preempted several (see the class
+        docstring); vLLM preempts the same way."""
+        return self.running[-1]
+
+    def preempt(self, victim: LiveRequest) -> None:
+        """Preempt a running request, all or nothing: take it out of the batch, free all of its KV
+        memory and hand it to :meth:`recover`. The scheduler then puts it at the front of the
+        queue."""
+        del self.running[self._batch_index(victim)]
+        self.memory.release(victim)
+        self.preemptions += 1
+        self._stored -= victim.prompt + victim.done
+        self._final -= victim.final
+        self.recover(victim)
+
+    def recover(self, victim: LiveRequest) -> None:
+        """How a preempted request will resume; the recovery hook. Default, recompute: its KV is
+        gone, so when it is re-admitted it prefills its prompt plus the tokens it had generated
+        (counted in ``recomputed_tokens``). §6 adds swapping its blocks out to a CPU pool."""
+        self.recomputed_tokens += victim.prompt + victim.done
+        victim.new = True
+
+    def _batch_index(self, live: LiveRequest) -> int:
+        for i in range(len(self.running) - 1, -1, -1):  # the victim is usually the last
+            if self.running[i] is live:
+                return i
+        raise ValueError(
+            f"choose_victim() returned {live!r}, which is not in the running batch; return one "
+            f"of scheduler.running"
+        )
+
+    # ------------------------------------------------------------------ the end
+
+    def close(self, *, after_error: bool = False) -> None:
+        """Free the memory of every request still running, so that a caller's allocator instance
+        is handed back empty; the scheduler serves no more. ``after_error``: best effort, stop at
+        the first release that fails, so the error being handled stays the one reported."""
+        if self._closed:
+            return
+        self._closed = True
+        for live in self.running:
+            if not after_error:
+                self.memory.release(live)
+                continue
+            try:
+                self.memory.release(live)
+            except Exception:  # the original error matters more
+                break
+
+    def __enter__(self) -> Scheduler:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close(after_error=exc_type is not None)

@@ -1,0 +1,206 @@
+"""Where the KV memory went (§3.3, §3.4): serve a workload under each policy and account its memory.
+
+:func:`simulate` runs the :class:`~kvcourse.serving.scheduler.Scheduler` over a workload under one
+memory policy and measures it into an :class:`~kvcourse.serving.records.AccountingResult`;
+:func:`compare_policies` does it for several policies on the same requests, :func:`a100_accounting`
+is the §3.3 demo (OPT-13B on an A100-40GB serving a seeded workload), and
+:func:`concurrency_ratios` the §3.4 comparison of how many requests each policy runs at once.
+
+**What is measured.** The run stops at the last request's arrival (``horizon_s``), so an
+overloaded system is measured while its queue is still full rather than while it drains;
+iterations that start before ``warmup_s`` (default: the first 20 % of the horizon) are simulated
+but not measured. Shares of the five kinds of memory are memory-weighted over the measured
+iterations (:mod:`kvcourse.serving.records`). **Concurrency** is the mean number of running
+requests per measured iteration, and depends on the request rate, so every figure comes with its
+rate.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from kvcourse._checks import check_positive_int
+from kvcourse.blocks.buddy import BuddyAllocator
+from kvcourse.serving.cost import IterationCost, check_cost
+from kvcourse.serving.policies import (
+    A100_SLOTS,
+    AllocatorSource,
+    MemoryPolicy,
+    check_policy,
+    default_policies,
+)
+from kvcourse.serving.records import KINDS, AccountingResult, MemoryShares, MemoryTimeline
+from kvcourse.serving.scheduler import Scheduler, check_requests
+from kvcourse.workloads import ALPACA, SHAREGPT, LengthDistribution, Request, generate_requests
+
+__all__ = ["a100_accounting", "compare_policies", "concurrency_ratios", "simulate"]
+
+
+def _check_seconds(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number of seconds, got {value!r}")
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a finite, non-negative number of seconds, got {value!r}")
+    return float(value)
+
+
+def simulate(
+    requests: Sequence[Request],
+    policy: MemoryPolicy,
+    *,
+    num_slots: int = A100_SLOTS,
+    cost: IterationCost | None = None,
+    warmup_s: float | None = None,
+    horizon_s: float | None = None,
+) -> AccountingResult:
+    """Serve ``requests`` with iteration-level scheduling under ``policy`` and account the KV
+    memory of every iteration (the loop: :mod:`kvcourse.serving.scheduler`; the five kinds:
+    :mod:`kvcourse.serving.records`).
+
+    ``num_slots``: the KV arena, 12,596 slots (OPT-13B, A100-40GB) by default. ``cost``: the
+    iteration time model (default :meth:`IterationCost.for_gpu`). The run stops at ``horizon_s``
+    (default: the last arrival); iterations before ``warmup_s`` (default 20 % of the horizon) are
+    not measured. Deterministic: the same requests give the same result.
+    """
+    # Everything is checked, in this order, before the scheduler builds the memory.
+    ordered = check_requests(requests)
+    check_policy(policy)
+    num_slots = check_positive_int("num_slots", num_slots, "e.g. A100_SLOTS (12,596)")
+    cost = check_cost(cost)
+    last_arrival = ordered[-1].arrival_s
+    horizon = last_arrival if horizon_s is None else _check_seconds("horizon_s", horizon_s)
+    warmup = 0.2 * horizon if warmup_s is None else _check_seconds("warmup_s", warmup_s)
+    if horizon <= 0 or warmup >= horizon:
+        raise ValueError(
+            f"the measurement window [warmup_s, horizon_s) = [{warmup:g}, {horizon:g}) s is "
+            f"empty; give the requests Poisson arrivals (rate=...), or a smaller warmup_s"
+        )
+    # Leaving the block frees what is still running (best effort after an error), so a caller's
+    # allocator instance is handed back empty.
+    with Scheduler(ordered, policy, num_slots=num_slots, cost=cost, horizon_s=horizon) as run:
+        return _measure(run, warmup, horizon)
+
+
+def _measure(run: Scheduler, warmup: float, horizon: float) -> AccountingResult:
+    """Run ``run`` to its end and account the iterations that start at or after ``warmup``."""
+    rows: list[tuple[float, int, int, int, int, int, int, int]] = []
+    window_s = 0.0
+    completed = produced = 0
+    for it in run:
+        if warmup <= it.time_s:
+            row = (it.stored, it.reserved, it.internal, it.external, it.free)
+            rows.append((it.time_s, *row, it.running, it.waiting))
+            window_s += it.duration_s
+            completed += len(it.finished)
+            produced += it.running  # every running request generated one token
+    if not rows:
+        raise ValueError(
+            f"no iteration started inside the measurement window [{warmup:g}, {horizon:g}) s; "
+            f"use more requests or a smaller warmup_s"
+        )
+    table = np.array(rows, dtype=np.float64)
+    columns = {name: table[:, i + 1].astype(np.int64) for i, name in enumerate(KINDS)}
+    total = float(run.num_slots) * len(rows)
+    shares = MemoryShares(**{kind: float(columns[kind].sum()) / total for kind in KINDS})
+    requests = run.requests
+    n = len(requests)
+    span = requests[-1].arrival_s - requests[0].arrival_s
+    timeline = MemoryTimeline(
+        time_s=table[:, 0],
+        running=table[:, 6].astype(np.int64),
+        waiting=table[:, 7].astype(np.int64),
+        **columns,
+    )
+    return AccountingResult(
+        policy=run.policy.name,
+        label=run.policy.label,
+        num_slots=run.num_slots,
+        num_requests=n,
+        rate=(n - 1) / span if n > 1 and span > 0 else math.nan,
+        iterations=len(rows),
+        total_iterations=run.iterations,
+        window_s=window_s,
+        shares=shares,
+        mean_running=float(timeline.running.mean()),
+        mean_waiting=float(timeline.waiting.mean()),
+        throughput_rps=completed / window_s,
+        tokens_per_s=produced / window_s,
+        completed=completed,
+        preemptions=run.preemptions,
+        recomputed_tokens=run.recomputed_tokens,
+        timeline=timeline,
+    )
+
+
+def compare_policies(
+    requests: Sequence[Request],
+    policies: Sequence[MemoryPolicy] | None = None,
+    **options: object,
+) -> dict[str, AccountingResult]:
+    """:func:`simulate` the same ``requests`` under each policy (default: :func:`default_policies`)
+    and return the results keyed by policy name ("Max", "Oracle", "Paged"). ``options`` go to
+    :func:`simulate` (``num_slots``, ``cost``, ``warmup_s``, ``horizon_s``)."""
+    if policies is None:
+        policies = default_policies()
+    if isinstance(policies, MemoryPolicy) or not isinstance(policies, Sequence) or not policies:
+        raise ValueError(f"policies must be a non-empty list of MemoryPolicy, got {policies!r}")
+    names = [getattr(p, "name", None) for p in policies]
+    if len(set(names)) != len(names):
+        raise ValueError(f"policies must have distinct names to key the results, got {names}")
+    return {p.name: simulate(requests, p, **options) for p in policies}  # type: ignore[arg-type]
+
+
+_WORKLOADS: dict[str, LengthDistribution] = {"sharegpt": SHAREGPT, "alpaca": ALPACA}
+
+
+def a100_accounting(
+    workload: str | LengthDistribution = "sharegpt",
+    *,
+    rate: float = 3.0,
+    num_requests: int = 1800,
+    seed: int = 0,
+    allocator: AllocatorSource = BuddyAllocator,
+    policies: Sequence[MemoryPolicy] | None = None,
+    num_slots: int = A100_SLOTS,
+) -> dict[str, AccountingResult]:
+    """The §3.3 demo: OPT-13B on an A100-40GB (12,596 slots) serving a seeded workload.
+
+    ``workload`` is ``"sharegpt"`` (mean prompt 161, output 338), ``"alpaca"`` (19 / 58) or any
+    :class:`~kvcourse.workloads.LengthDistribution`; ``num_requests`` arrive as a Poisson process
+    at ``rate`` requests per second (1800 at 3 req/s: 600 s of arrivals). Runs
+    :func:`default_policies` with ``allocator`` (or ``policies``) and returns the results keyed by
+    policy name.
+    """
+    if isinstance(workload, str):
+        if workload.lower() not in _WORKLOADS:
+            raise ValueError(
+                f"unknown workload {workload!r}; use 'sharegpt', 'alpaca' or a LengthDistribution"
+            )
+        dist = _WORKLOADS[workload.lower()]
+    elif isinstance(workload, LengthDistribution):
+        dist = workload
+    else:
+        raise TypeError(f"workload must be a name or a LengthDistribution, got {workload!r}")
+    requests = generate_requests(num_requests, dist, rate=rate, seed=seed)
+    if policies is None:
+        policies = default_policies(allocator)
+    return compare_policies(requests, policies, num_slots=num_slots)
+
+
+def concurrency_ratios(results: dict[str, AccountingResult]) -> dict[str, float]:
+    """How many more requests Paged runs at once than Oracle and than Max (§3.4):
+    ``{"paged/oracle": …, "paged/max": …}`` from the mean running requests of each result.
+    The results must come from the same workload and rate; the ratios depend on the rate."""
+    missing = [name for name in ("Max", "Oracle", "Paged") if name not in results]
+    if missing:
+        raise ValueError(
+            f"results lack {missing}; pass what compare_policies() or a100_accounting() returned"
+        )
+    paged = results["Paged"].mean_running
+    return {
+        "paged/oracle": paged / results["Oracle"].mean_running,
+        "paged/max": paged / results["Max"].mean_running,
+    }
