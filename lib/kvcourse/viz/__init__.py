@@ -1,58 +1,91 @@
-"""The book's drawings, tables and JupyterLab steppers, one module per chapter."""
+"""The book's drawings, tables and JupyterLab steppers, one module per chapter's pictures.
+
+* :mod:`kvcourse.viz.style`: the one palette, font size and drawing pieces every figure shares;
+* §3, where the memory went: :mod:`kvcourse.viz.arena` (a contiguous arena and its kinds of
+  waste), :mod:`kvcourse.viz.buddy` (the buddy walk-through), :mod:`kvcourse.viz.memory` (a
+  serving run's memory: breakdown bars, timelines, rate sweeps);
+* §4, PagedAttention: :mod:`kvcourse.viz.block_table_frames` (a block table recorded step by
+  step), :mod:`kvcourse.viz.block_tables` (those frames drawn, as small multiples or an
+  animation), :mod:`kvcourse.viz.block_size` (waste against block size),
+  :mod:`kvcourse.viz.overview` (the scheduler and its GPU workers);
+* §5, sharing: :mod:`kvcourse.viz.sharing_frames` (shared block tables recorded from a block
+  manager), :mod:`kvcourse.viz.sharing` (those frames drawn, with copy-on-write),
+  :mod:`kvcourse.viz.beams` (beam-search fork trees and what sharing saves);
+* :mod:`kvcourse.viz.widgets`: JupyterLab steppers; :mod:`kvcourse.viz.tables`: computed tables
+  for the pages.
+
+Book pages, notebooks and tests import from here; the names below are the public ones.
+"""
 
 from __future__ import annotations
 
-from kvcourse.viz.block_tables import (
+from kvcourse.viz.arena import (
+    ArenaArtists,
+    ArenaRun,
+    arena_kinds,
+    draw_arena,
+)
+from kvcourse.viz.beams import (
+    BeamEdge,
+    beam_edges,
+    beam_search_figure,
+    draw_beam_tree,
+)
+from kvcourse.viz.block_size import (
+    block_size_waste,
+    block_size_waste_plot,
+)
+from kvcourse.viz.block_table_frames import (
     FOUR_SCORE_OUTPUT,
     FOUR_SCORE_PROMPT,
     FOUR_SCORE_TAKEN,
-    BlockTableArtists,
     BlockTableFrame,
     PoolState,
-    block_size_waste,
-    block_size_waste_plot,
-    block_table_animation,
     block_table_frames,
+    four_score_frames,
+)
+from kvcourse.viz.block_tables import (
+    BlockTableArtists,
+    block_table_animation,
     block_table_frames_figure,
     block_table_legend_handles,
     draw_block_table,
     draw_block_table_frame,
-    draw_system_overview,
-    four_score_frames,
+)
+from kvcourse.viz.buddy import (
+    WalkthroughArtists,
+    draw_buddy_walkthrough,
 )
 from kvcourse.viz.memory import (
-    KIND_COLORS,
-    KIND_LABELS,
-    OWNER_COLORS,
-    POLICY_COLORS,
-    ArenaArtists,
-    ArenaRun,
-    WalkthroughArtists,
-    arena_kinds,
-    draw_arena,
-    draw_buddy_walkthrough,
-    kind_legend_handles,
     memory_breakdown_bars,
     memory_timeline_plot,
     rate_sweep_plot,
 )
+from kvcourse.viz.overview import (
+    draw_system_overview,
+)
 from kvcourse.viz.sharing import (
+    SharingArtists,
+    draw_sharing_frame,
+    sharing_frames_figure,
+    sharing_legend_handles,
+)
+from kvcourse.viz.sharing_frames import (
     FORK_SAMPLE_WORDS,
     SYSTEM_PROMPT,
     SYSTEM_QUESTIONS,
-    BeamEdge,
     SequenceSnapshot,
-    SharingArtists,
     SharingFrame,
-    beam_edges,
-    beam_search_figure,
-    draw_beam_tree,
-    draw_sharing_frame,
     fork_cow_frames,
     shared_prefix_frame,
     sharing_frame,
-    sharing_frames_figure,
-    sharing_legend_handles,
+)
+from kvcourse.viz.style import (
+    KIND_COLORS,
+    KIND_LABELS,
+    OWNER_COLORS,
+    POLICY_COLORS,
+    kind_legend_handles,
 )
 from kvcourse.viz.tables import (
     html_table,
@@ -65,6 +98,22 @@ from kvcourse.viz.widgets import (
 )
 
 __all__ = [
+    # §3
+    "KIND_COLORS",
+    "KIND_LABELS",
+    "OWNER_COLORS",
+    "POLICY_COLORS",
+    "ArenaArtists",
+    "ArenaRun",
+    "WalkthroughArtists",
+    "arena_kinds",
+    "draw_arena",
+    "draw_buddy_walkthrough",
+    "kind_legend_handles",
+    "memory_breakdown_bars",
+    "memory_timeline_plot",
+    "rate_sweep_plot",
+    # §4
     "FOUR_SCORE_OUTPUT",
     "FOUR_SCORE_PROMPT",
     "FOUR_SCORE_TAKEN",
@@ -81,20 +130,7 @@ __all__ = [
     "draw_block_table_frame",
     "draw_system_overview",
     "four_score_frames",
-    "KIND_COLORS",
-    "KIND_LABELS",
-    "OWNER_COLORS",
-    "POLICY_COLORS",
-    "ArenaArtists",
-    "ArenaRun",
-    "WalkthroughArtists",
-    "arena_kinds",
-    "draw_arena",
-    "draw_buddy_walkthrough",
-    "kind_legend_handles",
-    "memory_breakdown_bars",
-    "memory_timeline_plot",
-    "rate_sweep_plot",
+    # §5
     "FORK_SAMPLE_WORDS",
     "SYSTEM_PROMPT",
     "SYSTEM_QUESTIONS",
@@ -107,13 +143,14 @@ __all__ = [
     "draw_beam_tree",
     "draw_sharing_frame",
     "fork_cow_frames",
+    "shared_prefix_frame",
     "sharing_frame",
     "sharing_frames_figure",
     "sharing_legend_handles",
-    "shared_prefix_frame",
+    # steppers and tables
     "BlockTableStepper",
     "block_table_stepper",
     "render_frame_png",
-    "markdown_table",
     "html_table",
+    "markdown_table",
 ]

@@ -7,6 +7,8 @@ from collections.abc import Iterable, Sequence
 
 from IPython.display import HTML, Markdown
 
+__all__ = ["html_table", "markdown_table"]
+
 
 def markdown_table(header: Sequence[object], rows: Iterable[Sequence[object]]) -> Markdown:
     """A computed table as Markdown, so it renders like the book's hand-written tables.

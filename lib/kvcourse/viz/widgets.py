@@ -1,8 +1,9 @@
-"""Interactive steppers for JupyterLab readers (ipywidgets).
+"""Interactive steppers for JupyterLab readers (ipywidgets): step through §4's block-table
+frames with play, back, next and a slider.
 
 Widgets need a live kernel: on the rendered book page they would show only their saved state, so
-the book shows pre-rendered frames (:func:`kvcourse.viz.block_tables.block_table_frames_figure`) and these
-widgets are for readers who open the page or an assignment in JupyterLab.
+the book shows pre-rendered frames (:func:`kvcourse.viz.block_tables.block_table_frames_figure`)
+and these widgets are for readers who open the page or an assignment in JupyterLab.
 
 >>> from kvcourse.viz.widgets import block_table_stepper
 >>> stepper = block_table_stepper()  # the lecture's "Four score and seven years ago our"
@@ -21,7 +22,8 @@ from collections.abc import Sequence
 import ipywidgets as widgets
 from matplotlib.figure import Figure
 
-from kvcourse.viz.block_tables import BlockTableFrame, draw_block_table_frame, four_score_frames
+from kvcourse.viz.block_table_frames import BlockTableFrame, check_frames, four_score_frames
+from kvcourse.viz.block_tables import draw_block_table_frame
 
 __all__ = ["BlockTableStepper", "block_table_stepper", "render_frame_png"]
 
@@ -29,7 +31,8 @@ __all__ = ["BlockTableStepper", "block_table_stepper", "render_frame_png"]
 def render_frame_png(
     frame: BlockTableFrame, *, figsize: tuple[float, float] = (8.0, 4.0), dpi: int = 100
 ) -> bytes:
-    """One frame drawn by :func:`kvcourse.viz.block_tables.draw_block_table` as PNG bytes (no pyplot)."""
+    """One frame drawn by :func:`kvcourse.viz.block_tables.draw_block_table` as PNG bytes (no
+    pyplot)."""
     if not isinstance(frame, BlockTableFrame):
         raise TypeError(f"frame must be a BlockTableFrame, got {frame!r}")
     fig = Figure(figsize=figsize, layout="constrained")
@@ -42,8 +45,8 @@ def render_frame_png(
 class BlockTableStepper(widgets.VBox):
     """Step through a sequence's block-table frames: play, back, a slider, next.
 
-    Each frame is drawn with :func:`kvcourse.viz.block_tables.draw_block_table` the first time it is shown
-    and kept, so stepping back and forth is instant. :attr:`index` is the frame on display;
+    Each frame is drawn with :func:`kvcourse.viz.block_tables.draw_block_table` the first time it
+    is shown and kept, so stepping back and forth is instant. :attr:`index` is the frame on display;
     :meth:`show` and :meth:`step` change it from code (the slider follows).
     """
 
@@ -55,17 +58,11 @@ class BlockTableStepper(widgets.VBox):
         dpi: int = 100,
         interval_ms: int = 1500,
     ) -> None:
-        frames = list(frames)
-        if not frames or not all(isinstance(f, BlockTableFrame) for f in frames):
-            raise ValueError(
-                "frames must be a non-empty list of BlockTableFrame, e.g. "
-                "kvcourse.viz.block_tables.four_score_frames(5)"
-            )
-        self.frames = frames
+        self.frames = check_frames(frames)
         self._figsize = figsize
         self._dpi = dpi
         self._png: dict[int, bytes] = {}
-        last = len(frames) - 1
+        last = len(self.frames) - 1
         self.play = widgets.Play(
             value=0, min=0, max=last, step=1, interval=interval_ms, description="play"
         )
@@ -127,5 +124,5 @@ def block_table_stepper(
     frames: Sequence[BlockTableFrame] | None = None, **kwargs: object
 ) -> BlockTableStepper:
     """A :class:`BlockTableStepper` over ``frames``; by default the lecture's example, prefill
-    and five decode steps (:func:`kvcourse.viz.block_tables.four_score_frames`)."""
+    and five decode steps (:func:`kvcourse.viz.block_table_frames.four_score_frames`)."""
     return BlockTableStepper(four_score_frames(5) if frames is None else frames, **kwargs)
