@@ -241,9 +241,7 @@ def _lognormal_lengths(rng: np.random.Generator, mean: float, sigma: float, n: i
 
 
 def _rng(seed: object, stream: int) -> np.random.Generator:
-    if not is_int(seed) or seed < 0:
-        raise ValueError(f"seed must be an int >= 0, got {seed!r}")
-    return np.random.default_rng([int(seed), stream])
+    return np.random.default_rng([check_count("seed", seed), stream])
 
 
 def _check_rate(rate: object) -> float:
