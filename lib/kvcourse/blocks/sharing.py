@@ -27,11 +27,13 @@ What is here:
   student builds in assignment a3), and nothing more: ``add_sequence``, ``fork``, ``append``,
   ``free``, and the read-only ``block_ids``, ``pool`` (for reference counts) and ``cow_count``.
 * :class:`SharedBlockManager`: the reference implementation, bookkeeping only (no K/V), with a log
-  of every copy-on-write (:class:`CopyOnWrite`).
-* :class:`SharingPagedKVCache`: a :class:`~kvcourse.kv.cache.PagedKVCache` whose block tables come
-  from any :class:`ForkAppendFree` manager, so fork and copy-on-write act on real K/V: when an
-  append moves a sequence to a new block, the filled rows of the old block are copied into it in
-  every layer before the new tokens are written. The tiny transformer runs on it unchanged.
+  of every copy-on-write (:class:`CopyOnWrite`). Each of its sequences is a
+  :class:`~kvcourse.blocks.table.BlockTable` over the one pool; the manager adds the sequence ids,
+  the all-or-nothing check of an append and the copy log.
+
+K and V come in one layer up: :class:`~kvcourse.kv.sharing_cache.SharingPagedKVCache` is a paged KV
+cache whose block tables come from any :class:`ForkAppendFree` manager, so fork and copy-on-write
+act on real K/V there.
 
 Every operation checks its arguments (unknown or freed sequence, an id already in use, a negative
 token count, not enough free blocks) before it changes anything, so an error leaves the manager
@@ -58,10 +60,10 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from kvcourse._checks import as_index, ceil_div, check_count
+from kvcourse._checks import as_index, check_count
 from kvcourse.blocks.errors import OutOfBlocksError, UnknownSequenceError
 from kvcourse.blocks.pool import BlockPool
-from kvcourse.blocks.table import BlockTableEntry
+from kvcourse.blocks.table import BlockTable, BlockTableEntry
 
 __all__ = [
     "CopyOnWrite",
@@ -156,19 +158,17 @@ class CopyOnWrite:
     tokens: int
 
 
-@dataclass
-class _Sequence:
-    blocks: list[int]
-    num_tokens: int
-
-
 # ---------------------------------------------------------------------------- the reference manager
 
 
 class SharedBlockManager:
     """The reference block manager with sharing: fork, append with copy-on-write, free.
 
-    Bookkeeping only (block ids and counts); :class:`SharingPagedKVCache` puts K and V behind it.
+    Bookkeeping only (block ids and counts);
+    :class:`~kvcourse.kv.sharing_cache.SharingPagedKVCache` puts K and V behind it.
+    Each sequence is a :class:`~kvcourse.blocks.table.BlockTable` over :attr:`pool`: fork is
+    :meth:`BlockTable.fork <kvcourse.blocks.table.BlockTable.fork>`, copy-on-write is
+    :meth:`BlockTable.unshare_last_block <kvcourse.blocks.table.BlockTable.unshare_last_block>`.
 
     Invariants, true after every call (including one that raised):
 
@@ -187,7 +187,7 @@ class SharedBlockManager:
         if not isinstance(pool, BlockPool):
             raise TypeError(f"pool must be a BlockPool, got {pool!r}")
         self._pool = pool
-        self._seqs: dict[Hashable, _Sequence] = {}
+        self._seqs: dict[Hashable, BlockTable] = {}
         self._freed: set[Hashable] = set()
         self._events: list[CopyOnWrite] = []
         self._copied_tokens = 0
@@ -241,7 +241,7 @@ class SharedBlockManager:
 
     def block_ids(self, seq_id: Hashable) -> tuple[int, ...]:
         """The sequence's physical block ids in logical order."""
-        return tuple(self._get(seq_id, "read").blocks)
+        return self._get(seq_id, "read").block_ids
 
     def num_tokens(self, seq_id: Hashable) -> int:
         """How many tokens the sequence holds."""
@@ -249,24 +249,19 @@ class SharedBlockManager:
 
     def entries(self, seq_id: Hashable) -> list[BlockTableEntry]:
         """The sequence's block table as rows ``(logical, physical, filled)``, for drawing."""
-        seq = self._get(seq_id, "read")
-        size = self._pool.block_size
-        return [
-            BlockTableEntry(i, block, min(size, seq.num_tokens - i * size))
-            for i, block in enumerate(seq.blocks)
-        ]
+        return self._get(seq_id, "read").entries()
 
     def holders(self, block_id: int) -> tuple[Hashable, ...]:
         """The live sequences whose block table lists ``block_id``, in creation order."""
         block_id = as_index(block_id)
-        return tuple(s for s, seq in self._seqs.items() if block_id in seq.blocks)
+        return tuple(s for s, table in self._seqs.items() if block_id in table.block_ids)
 
     def blocks_needed(self, seq_id: Hashable, num_tokens: int = 1) -> int:
         """How many free blocks :meth:`append` of ``num_tokens`` would take right now: new blocks
         for the tokens that do not fit, plus one if the last block must be copied first."""
-        seq = self._get(seq_id, "append to")
+        table = self._get(seq_id, "append to")
         num_tokens = check_count("num_tokens", num_tokens)
-        return sum(self._plan(seq, num_tokens))
+        return sum(self._plan(table, num_tokens))
 
     # ------------------------------------------------------------------ the three operations
 
@@ -276,7 +271,7 @@ class SharedBlockManager:
         Raises ``ValueError`` if ``seq_id`` is live already (pick a new id, or free it first).
         """
         self._check_new(seq_id)
-        self._seqs[seq_id] = _Sequence([], 0)
+        self._seqs[seq_id] = BlockTable(self._pool)
         self._freed.discard(seq_id)
 
     def fork(self, parent_id: Hashable, child_id: Hashable) -> None:
@@ -288,15 +283,13 @@ class SharedBlockManager:
         """
         parent = self._get(parent_id, "fork")
         self._check_new(child_id)
-        for block in parent.blocks:
-            if self._pool.ref_count(block) == 0:
-                raise RuntimeError(
-                    f"block {block} of sequence {parent_id!r} is free in the pool; it was "
-                    f"released behind the manager's back. Release blocks only through free()"
-                )
-        for block in parent.blocks:
-            self._pool.share(block)
-        self._seqs[child_id] = _Sequence(list(parent.blocks), parent.num_tokens)
+        stale = parent.under_referenced()  # a table lists a block once, so: a free block
+        if stale:
+            raise RuntimeError(
+                f"block {stale[0]} of sequence {parent_id!r} is free in the pool; it was "
+                f"released behind the manager's back. Release blocks only through free()"
+            )
+        self._seqs[child_id] = parent.fork()
         self._freed.discard(child_id)
 
     def append(self, seq_id: Hashable, num_tokens: int = 1) -> None:
@@ -308,9 +301,9 @@ class SharedBlockManager:
         All or nothing: :class:`~kvcourse.blocks.pool.OutOfBlocksError` (too few free blocks for
         the copy and the new blocks together) leaves everything unchanged.
         """
-        seq = self._get(seq_id, "append to")
+        table = self._get(seq_id, "append to")
         num_tokens = check_count("num_tokens", num_tokens)
-        copy, new_blocks = self._plan(seq, num_tokens)
+        copy, new_blocks = self._plan(table, num_tokens)
         if copy + new_blocks > self._pool.num_free:
             raise OutOfBlocksError(
                 f"appending {num_tokens} tokens to sequence {seq_id!r} needs "
@@ -320,15 +313,11 @@ class SharedBlockManager:
                 f"sequence (or preempt one, §6) first"
             )
         if copy:
-            source = seq.blocks[-1]
-            filled = seq.num_tokens % self._pool.block_size
-            target = self._pool.allocate()
-            self._pool.release(source)  # still held by the other sharers
-            seq.blocks[-1] = target
+            source, target = table.unshare_last_block()
+            filled = table.num_tokens % self._pool.block_size
             self._events.append(CopyOnWrite(seq_id, source, target, filled))
             self._copied_tokens += filled
-        seq.blocks.extend(self._pool.allocate_many(new_blocks))
-        seq.num_tokens += num_tokens
+        table.append(num_tokens)  # the room was checked above, so this cannot fail
 
     def free(self, seq_id: Hashable) -> None:
         """Drop ``seq_id``'s reference to each of its blocks and forget the sequence.
@@ -336,31 +325,27 @@ class SharedBlockManager:
         Blocks nobody else lists return to the pool's free list; shared ones just lose one
         reference. Freeing a sequence twice raises ``UnknownSequenceError`` and changes nothing.
         """
-        seq = self._get(seq_id, "free")
-        for block in set(seq.blocks):
-            if self._pool.ref_count(block) < seq.blocks.count(block):
-                raise RuntimeError(
-                    f"block {block} has fewer pool references than sequence {seq_id!r} holds; "
-                    f"it was released behind the manager's back. Release blocks only through "
-                    f"free()"
-                )
-        for block in seq.blocks:
-            self._pool.release(block)
+        table = self._get(seq_id, "free")
+        stale = table.under_referenced()
+        if stale:
+            raise RuntimeError(
+                f"block {stale[0]} has fewer pool references than sequence {seq_id!r} holds; "
+                f"it was released behind the manager's back. Release blocks only through "
+                f"free()"
+            )
+        table.free()
         del self._seqs[seq_id]
         self._freed.add(seq_id)
 
     # ------------------------------------------------------------------ helpers
 
-    def _plan(self, seq: _Sequence, num_tokens: int) -> tuple[int, int]:
+    def _plan(self, table: BlockTable, num_tokens: int) -> tuple[int, int]:
         """(1 if the last block must be copied first else 0, new blocks for the tokens)."""
         if num_tokens == 0:
             return 0, 0
-        size = self._pool.block_size
-        copy = int(seq.num_tokens % size != 0 and self._pool.ref_count(seq.blocks[-1]) > 1)
-        new_blocks = ceil_div(seq.num_tokens + num_tokens, size) - len(seq.blocks)
-        return copy, new_blocks
+        return int(table.last_block_shared), table.blocks_needed(num_tokens)
 
-    def _get(self, seq_id: object, action: str) -> _Sequence:
+    def _get(self, seq_id: object, action: str) -> BlockTable:
         if isinstance(seq_id, Hashable) and seq_id in self._seqs:
             return self._seqs[seq_id]
         if isinstance(seq_id, Hashable) and seq_id in self._freed:

@@ -7,9 +7,11 @@ demand: a new one only when the last one is full, so at most ``B - 1`` slots of 
 ever empty (:attr:`BlockTable.wasted_slots`).
 
 This module does bookkeeping only; the K and V tensors live in :mod:`kvcourse.kv.cache`.
-Sharing blocks between sequences (fork and copy-on-write) is §5's business: the pool's reference
-counts already support it, and :meth:`BlockTable.append` refuses to write into a partly filled
-block that another table also holds.
+Sharing blocks between sequences is §5's business, and the table has the two steps it needs:
+:meth:`BlockTable.fork` (a second table over the same blocks, one more reference each) and
+:meth:`BlockTable.unshare_last_block` (copy-on-write: a private block in place of a shared, partly
+filled last one). :meth:`BlockTable.append` refuses to write into a partly filled block that
+another table also holds.
 """
 
 from __future__ import annotations
@@ -122,24 +124,42 @@ class BlockTable:
 
         Raises ``IndexError`` for a negative position or one at or past :attr:`num_tokens`.
         """
+        # Only the public properties are read, so other views of a block table (the sharing
+        # cache's SharedTableView) reuse this method as it is.
         position = as_index(position, "position")
-        if not 0 <= position < self._num_tokens:
-            if self._num_tokens == 0:
+        num_tokens = self.num_tokens
+        if not 0 <= position < num_tokens:
+            if num_tokens == 0:
                 raise IndexError(f"position {position} is out of range: the sequence is empty")
             raise IndexError(
-                f"position {position} is out of range: the sequence has {self._num_tokens} "
-                f"tokens, at positions 0..{self._num_tokens - 1}"
+                f"position {position} is out of range: the sequence has {num_tokens} "
+                f"tokens, at positions 0..{num_tokens - 1}"
             )
-        logical, offset = divmod(position, self._pool.block_size)
-        return self._blocks[logical], offset
+        logical, offset = divmod(position, self.block_size)
+        return self.block_ids[logical], offset
 
     def entries(self) -> list[BlockTableEntry]:
         """The table as rows ``(logical, physical, filled)``, for printing and drawing."""
-        size = self._pool.block_size
+        size, num_tokens = self.block_size, self.num_tokens
         return [
-            BlockTableEntry(i, block, min(size, self._num_tokens - i * size))
-            for i, block in enumerate(self._blocks)
+            BlockTableEntry(i, block, min(size, num_tokens - i * size))
+            for i, block in enumerate(self.block_ids)
         ]
+
+    @property
+    def last_block_shared(self) -> bool:
+        """True when the last block is partly filled and other tables hold it too: the next
+        append would write into their KV, so it must be copied first (copy-on-write, §5)."""
+        return self.wasted_slots > 0 and self._pool.ref_count(self._blocks[-1]) > 1
+
+    def under_referenced(self) -> tuple[int, ...]:
+        """Blocks the table lists more often than the pool counts references to them, in logical
+        order: blocks released behind the table's back. Empty while the books are right."""
+        return tuple(
+            block
+            for block in dict.fromkeys(self._blocks)
+            if self._pool.ref_count(block) < self._blocks.count(block)
+        )
 
     # ------------------------------------------------------------------ changes
 
@@ -153,19 +173,56 @@ class BlockTable:
         filled last block that other tables also hold (copy it first, §5).
         """
         needed = self.blocks_needed(num_tokens)
-        if num_tokens > 0 and self.wasted_slots > 0:
+        if num_tokens > 0 and self.last_block_shared:
             last = self._blocks[-1]
-            holders = self._pool.ref_count(last)
-            if holders > 1:
-                raise SharedBlockWriteError(
-                    f"the last block ({last}) is shared by {holders} references; appending would "
-                    f"write into the other sequences' KV too. Copy the block first "
-                    f"(copy-on-write, §5), then append"
-                )
+            raise SharedBlockWriteError(
+                f"the last block ({last}) is shared by {self._pool.ref_count(last)} references; "
+                f"appending would write into the other sequences' KV too. Copy the block first "
+                f"(copy-on-write, §5), then append"
+            )
         new_blocks = self._pool.allocate_many(needed)  # raises before anything changed
         self._blocks.extend(new_blocks)
         self._num_tokens += num_tokens
         return new_blocks
+
+    def fork(self) -> BlockTable:
+        """A new table over the same pool listing this table's blocks, in the same order, with
+        the same token count; each block gains one reference (§5 fork). Nothing is allocated or
+        copied, so the new table reads all of this one's KV at once.
+
+        Raises ``RuntimeError``, changing nothing, if a block was released behind the table's back.
+        """
+        self._check_references()
+        child = BlockTable(self._pool)
+        for block in self._blocks:
+            self._pool.share(block)
+        child._blocks = list(self._blocks)
+        child._num_tokens = self._num_tokens
+        return child
+
+    def unshare_last_block(self) -> tuple[int, int]:
+        """Copy-on-write (§5): put a newly allocated block in place of the shared, partly filled
+        last block and drop this table's reference to the shared one (its other holders keep it).
+
+        Returns ``(old block, new block)``; the caller copies the ``num_tokens % block_size`` filled
+        slots' K and V from the old block to the new one. Raises ``ValueError`` when there is
+        nothing to copy (:attr:`last_block_shared` is False: the table is empty, its last block is
+        full, or it holds that block alone) and :class:`~kvcourse.blocks.errors.OutOfBlocksError`
+        when the pool has no free block; either way nothing changes.
+        """
+        if not self.last_block_shared:
+            if not self._blocks:
+                why = "the table is empty"
+            elif self.wasted_slots == 0:
+                why = f"the last block ({self._blocks[-1]}) is full; the next token opens a new one"
+            else:
+                why = f"no other table holds the last block ({self._blocks[-1]}); write in place"
+            raise ValueError(f"nothing to copy on write: {why}")
+        old = self._blocks[-1]
+        new = self._pool.allocate()  # raises before anything changed
+        self._pool.release(old)  # still held by the other sharers
+        self._blocks[-1] = new
+        return old, new
 
     def free(self) -> list[int]:
         """Drop this table's reference to each of its blocks and empty the table.
@@ -173,13 +230,16 @@ class BlockTable:
         Returns the blocks that went back on the pool's free list (those no other table holds).
         The table can be appended to again afterwards.
         """
-        for block in set(self._blocks):
-            if self._pool.ref_count(block) < self._blocks.count(block):
-                raise RuntimeError(
-                    f"block {block} has fewer pool references than this table holds; it was "
-                    f"released behind the table's back. Release blocks through BlockTable.free()"
-                )
+        self._check_references()
         returned = [block for block in self._blocks if self._pool.release(block)]
         self._blocks = []
         self._num_tokens = 0
         return returned
+
+    def _check_references(self) -> None:
+        stale = self.under_referenced()
+        if stale:
+            raise RuntimeError(
+                f"block {stale[0]} has fewer pool references than this table holds; it was "
+                f"released behind the table's back. Release blocks through BlockTable.free()"
+            )

@@ -11,25 +11,44 @@ every layer before the new tokens are written, so the tiny transformer runs on i
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 
 from kvcourse._checks import as_index, ceil_div, check_count
 from kvcourse.blocks.pool import BlockPool
 from kvcourse.blocks.sharing import ForkAppendFree, SharedBlockManager, check_manager
-from kvcourse.blocks.table import BlockTableEntry
+from kvcourse.blocks.table import BlockTable
 from kvcourse.kv.cache import PagedKVCache
-
-if TYPE_CHECKING:
-    from kvcourse.model import TinyTransformer
 
 __all__ = ["SharedTableView", "SharingPagedKVCache"]
 
 
+class _KVShape(Protocol):
+    num_layers: int
+    num_kv_heads: int
+    head_dim: int
+
+
+class _ShapedModel(Protocol):
+    """What :meth:`SharingPagedKVCache.for_model` reads of a model (the tiny transformer, one
+    layer up): the KV shape in its ``config``."""
+
+    @property
+    def config(self) -> _KVShape: ...
+
+
 class SharedTableView:
     """A read-only look at one sequence's block table inside a :class:`SharingPagedKVCache`: the
-    block ids come from the cache's manager, the token count from the cache."""
+    block ids come from the cache's manager, the token count from the cache.
+
+    :meth:`slot_of` and :meth:`entries` are :class:`~kvcourse.blocks.table.BlockTable`'s own, which
+    read only ``block_ids``, ``num_tokens`` and ``block_size``, so the two never disagree.
+    """
+
+    # Borrowed rather than inherited: a view is no BlockTable (it cannot append or free).
+    slot_of = BlockTable.slot_of
+    entries = BlockTable.entries
 
     def __init__(self, cache: SharingPagedKVCache, seq_id: Hashable) -> None:
         self._cache = cache
@@ -55,27 +74,9 @@ class SharedTableView:
         """How many blocks the table lists."""
         return len(self.block_ids)
 
-    def slot_of(self, position: int) -> tuple[int, int]:
-        """``(physical block, offset)`` where token ``position`` (0-based) lives."""
-        position = as_index(position, "position")
-        if not 0 <= position < self.num_tokens:
-            raise IndexError(
-                f"position {position} is out of range: the sequence has {self.num_tokens} tokens"
-            )
-        logical, offset = divmod(position, self.block_size)
-        return self.block_ids[logical], offset
-
     def ref_counts(self) -> tuple[int, ...]:
         """The pool reference count of each listed block (> 1 where the block is shared)."""
         return tuple(self._cache.pool.ref_count(b) for b in self.block_ids)
-
-    def entries(self) -> list[BlockTableEntry]:
-        """The table as rows ``(logical, physical, filled)``, for printing and drawing."""
-        size, tokens = self.block_size, self.num_tokens
-        return [
-            BlockTableEntry(i, block, min(size, tokens - i * size))
-            for i, block in enumerate(self.block_ids)
-        ]
 
     def __repr__(self) -> str:
         return f"SharedTableView(blocks={list(self.block_ids)}, num_tokens={self.num_tokens})"
@@ -118,9 +119,10 @@ class SharingPagedKVCache(PagedKVCache):
 
     @classmethod
     def for_model(
-        cls, model: TinyTransformer, pool: BlockPool, *, manager: ForkAppendFree | None = None
+        cls, model: _ShapedModel, pool: BlockPool, *, manager: ForkAppendFree | None = None
     ) -> SharingPagedKVCache:
-        """An empty sharing cache shaped for ``model`` (a tiny transformer), over ``pool``."""
+        """An empty sharing cache shaped for ``model`` (a tiny transformer, or anything whose
+        ``config`` gives ``num_layers``, ``num_kv_heads`` and ``head_dim``), over ``pool``."""
         c = model.config
         return cls(pool, c.num_layers, c.num_kv_heads, c.head_dim, manager=manager)
 
@@ -202,7 +204,7 @@ class SharingPagedKVCache(PagedKVCache):
             self.manager.append(seq_id, k.shape[0])  # all or nothing
             after = self._tables[seq_id].block_ids
             size = self.block_size
-            expected = -(-(start + k.shape[0]) // size)
+            expected = ceil_div(start + k.shape[0], size)
             if len(after) != expected:
                 raise RuntimeError(
                     f"the block manager's append({seq_id!r}, {k.shape[0]}) left "
