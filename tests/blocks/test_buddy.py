@@ -1,6 +1,6 @@
-"""Tests for kvcourse.blocks.buddy (§3.2, exercise 2, assignment a1): rounding, the 16-slot walk-through,
-arenas whose size is not a power of two, clear errors, and the allocator's invariants under random
-alloc/free sequences."""
+"""Tests for kvcourse.blocks.buddy (§3.2, exercise 2, assignment a1): rounding, arenas whose size is
+not a power of two, clear errors, and the allocator's invariants under random alloc/free sequences.
+The 16-slot walk-through (kvcourse.blocks.buddy_demo) is tested in test_buddy_demo.py."""
 
 from __future__ import annotations
 
@@ -11,15 +11,16 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from kvcourse.blocks import (
     EX2_REQUESTS,
-    WALKTHROUGH_REQUESTS,
     BuddyAllocator,
     BuddyBlock,
     ContiguousAllocator,
     binary_decomposition,
-    buddy_walkthrough,
     round_up_pow2,
     rounding_waste,
 )
+
+#: The 16-slot walk-through's first three requests (A, B and C), which all fit.
+ABC = (4, 2, 4)
 
 
 def state(arena: BuddyAllocator) -> tuple:
@@ -93,53 +94,6 @@ def test_binary_decomposition_tiles_the_arena_with_aligned_roots(n):
     assert [s for _, s in roots] == sorted((s for _, s in roots), reverse=True)
 
 
-# ---------------------------------------------------------------------------- the walk-through
-
-
-def test_16_slot_walkthrough_a_b_c_fit_and_d_fails_with_6_free_as_4_plus_2():
-    assert WALKTHROUGH_REQUESTS == (("A", 4), ("B", 2), ("C", 4), ("D", 6))
-    steps = buddy_walkthrough()
-    assert [s.action for s in steps] == ["start", "alloc", "alloc", "alloc", "alloc"]
-    assert steps[0].blocks == ((0, 16, None),)
-    assert [(s.name, s.ok, s.offset) for s in steps[1:]] == [
-        ("A", True, 0),
-        ("B", True, 4),
-        ("C", True, 8),
-        ("D", False, None),
-    ]
-    final = steps[-1]
-    assert final.blocks == ((0, 4, "A"), (4, 2, "B"), (6, 2, None), (8, 4, "C"), (12, 4, None))
-    assert int(final.free_slots) == 6
-    free_sizes = sorted((size for _, size, owner in final.blocks if owner is None), reverse=True)
-    assert free_sizes == [4, 2]
-    assert final.largest_free_block == 4  # less than D's 6 (and the 8 a buddy would round it to)
-    assert final.description == "D asks for 6 slots: fails (6 free as 4 + 2)"
-    assert steps[1].description == "A asks for 4 slots: gets offset 0"
-
-
-def test_walkthrough_with_frees_merges_back():
-    steps = buddy_walkthrough(16, [*WALKTHROUGH_REQUESTS, ("C", None), ("D", 6)])
-    assert steps[5].action == "free" and steps[5].offset == 8
-    assert steps[5].blocks == ((0, 4, "A"), (4, 2, "B"), (6, 2, None), (8, 8, None))
-    assert steps[6].ok and steps[6].offset == 8
-    assert "frees" in steps[5].description
-
-
-def test_walkthrough_rejects_bad_steps_and_allocators():
-    with pytest.raises(ValueError, match="holds no block"):
-        buddy_walkthrough(16, [("A", None)])
-    with pytest.raises(ValueError, match="already holds"):
-        buddy_walkthrough(16, [("A", 2), ("A", 2)])
-    with pytest.raises(ValueError, match=r"\(name, slots\)"):
-        buddy_walkthrough(16, [("A",)])
-    used = BuddyAllocator(16)
-    used.alloc(4)
-    with pytest.raises(ValueError, match="start empty"):
-        buddy_walkthrough(16, allocator=used)
-    with pytest.raises(TypeError, match="ContiguousAllocator"):
-        buddy_walkthrough(16, allocator=object())
-
-
 # ---------------------------------------------------------------------------- the allocator
 
 
@@ -174,8 +128,8 @@ def test_blocks_show_the_requested_size():
 
 def test_alloc_returns_none_when_nothing_large_enough_and_changes_nothing():
     arena = BuddyAllocator(16)
-    for name, slots in WALKTHROUGH_REQUESTS[:3]:
-        assert arena.alloc(slots) is not None, name
+    for slots in ABC:
+        assert arena.alloc(slots) is not None, slots
     before = state(arena)
     assert arena.alloc(6) is None
     assert arena.alloc(100) is None
@@ -244,10 +198,20 @@ def test_invalid_frees_raise_clearly_and_change_nothing():
 
 
 def test_constructor_rejects_bad_sizes():
-    with pytest.raises(ValueError, match="positive"):
+    with pytest.raises(ValueError, match="num_slots must be positive, got 0; pass e.g. 16"):
         BuddyAllocator(0)
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="num_slots must be an int"):
         BuddyAllocator(16.0)
+    with pytest.raises(ValueError, match="arena size must be positive, got -4"):
+        binary_decomposition(-4)
+
+
+def test_the_exercise_references_are_defined_in_the_buddy_module():
+    """Assignment a1's tests switch off every function whose ``__module__`` is
+    kvcourse.blocks.buddy while a student's code runs; the references to its exercises must be
+    among them, or a submission could call them unnoticed."""
+    for reference in (round_up_pow2, rounding_waste, binary_decomposition, BuddyAllocator.alloc):
+        assert reference.__module__ == "kvcourse.blocks.buddy", reference
 
 
 # ---------------------------------------------------------------------------- invariants

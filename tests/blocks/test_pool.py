@@ -1,39 +1,111 @@
-"""Tests for kvcourse.blocks.pool and kvcourse.blocks.table (§4.1): the pool, block tables, and the
-invariants that hold between them after any sequence of operations."""
+"""Tests for kvcourse.blocks.pool and kvcourse.blocks.free_queue (§4.1, §8): the pool's free queue
+in eviction order, reference counts, block hashes of cached blocks, and the invariants that hold
+after any program of operations. Block tables over a pool are tested in test_table.py."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from kvcourse.blocks import (
-    BlockPool,
-    BlockTable,
-    BlockTableEntry,
-    OutOfBlocksError,
-    SharedBlockWriteError,
-)
+from kvcourse.blocks import BlockPool, Eviction, FreeBlockQueue, OutOfBlocksError
+
+HASHES = ("h0", "h1", "h2", "h3", "h4", "h5")  # few, so that hypothesis finds collisions
 
 
 def pool_state(pool: BlockPool) -> tuple:
     """Everything observable about a pool, for 'an error changed nothing' checks."""
-    counts = tuple(pool.ref_count(b) for b in range(pool.num_blocks))
-    return pool.free_block_ids(), counts, pool.num_free, pool.num_used
+    blocks = range(pool.num_blocks)
+    return (
+        pool.free_queue(),
+        tuple(pool.ref_count(b) for b in blocks),
+        tuple(pool.block_hash(b) for b in blocks),
+        tuple(pool.cached_block(h) for h in HASHES),
+        (pool.num_free, pool.num_used, pool.num_cached, pool.num_cached_free),
+        (pool.num_evictions, pool.last_evictions),
+    )
 
 
-def table_state(table: BlockTable) -> tuple:
-    return table.block_ids, table.num_tokens
+# ---------------------------------------------------------------------------- the free queue
+
+
+def test_free_queue_hands_out_head_first_and_appends_at_the_tail():
+    queue = FreeBlockQueue(6, [0, 1, 2, 3])
+    assert list(queue) == [0, 1, 2, 3] and len(queue) == 4 and queue.head == 0
+    assert queue.popleft() == 0
+    queue.append(5)
+    queue.append(0)
+    assert list(queue) == [1, 2, 3, 5, 0]
+    queue.remove(3)  # the middle
+    queue.remove(1)  # the head
+    queue.remove(0)  # the tail
+    assert list(queue) == [2, 5] and queue.head == 2
+    assert 2 in queue and 3 not in queue and 99 not in queue and "2" not in queue
+    queue.check_links()
+    assert "head→tail [2, 5]" in repr(queue)
+
+
+def test_free_queue_refuses_bad_operations_and_changes_nothing():
+    queue = FreeBlockQueue(3, [1])
+    with pytest.raises(ValueError, match="already in the free queue"):
+        queue.append(1)
+    with pytest.raises(ValueError, match="not in the free queue"):
+        queue.remove(0)
+    with pytest.raises(ValueError, match="does not exist"):
+        queue.append(3)
+    with pytest.raises(TypeError, match="must be an int"):
+        queue.remove(1.0)
+    assert list(queue) == [1]
+    queue.check_links()
+    assert queue.popleft() == 1
+    assert queue.head is None and len(queue) == 0 and list(queue) == []
+    with pytest.raises(IndexError, match="empty"):
+        queue.popleft()
+    queue.check_links()
+
+
+def test_check_links_notices_a_broken_queue():
+    queue = FreeBlockQueue(4, [0, 1, 2])
+    queue._next[1] = 0  # a cycle that never comes back to the sentinel
+    with pytest.raises(AssertionError, match="does not match the length"):
+        queue.check_links()
+    queue = FreeBlockQueue(4, [0, 1, 2])
+    queue._prev[2] = 0  # next links fine, prev links skip block 1
+    with pytest.raises(AssertionError, match="prev links do not retrace"):
+        queue.check_links()
+
+
+@given(
+    st.integers(1, 10),
+    st.lists(st.tuples(st.sampled_from(["pop", "append", "remove"]), st.integers(0, 9))),
+)
+def test_free_queue_behaves_like_a_list(num_blocks, program):
+    """Any program of popleft / append / remove matches a plain list, and the links stay whole."""
+    queue, model = FreeBlockQueue(num_blocks, range(num_blocks)), list(range(num_blocks))
+    for op, block in program:
+        block %= num_blocks
+        if op == "pop" and model:
+            assert queue.popleft() == model.pop(0)
+        elif op == "append" and block not in model:
+            queue.append(block)
+            model.append(block)
+        elif op == "remove" and block in model:
+            queue.remove(block)
+            model.remove(block)
+        assert list(queue) == model and len(queue) == len(model)
+        assert queue.head == (model[0] if model else None)
+        queue.check_links()
 
 
 # ---------------------------------------------------------------------------- the pool
 
 
-def test_new_pool_is_all_free_and_allocates_lowest_first():
+def test_new_pool_is_all_free_and_allocates_in_ascending_id():
     pool = BlockPool(4, 16)
     assert (pool.num_blocks, pool.block_size, pool.num_free, pool.num_used) == (4, 16, 4, 0)
+    assert pool.free_queue() == (0, 1, 2, 3)
     assert [pool.allocate() for _ in range(4)] == [0, 1, 2, 3]
     assert pool.num_free == 0 and pool.num_used == 4 and pool.usage == 1.0
 
@@ -41,12 +113,24 @@ def test_new_pool_is_all_free_and_allocates_lowest_first():
 def test_taken_blocks_start_used_with_one_reference():
     pool = BlockPool(8, 4, taken=[0, 2, 3, 5, 6])
     assert pool.used_block_ids() == (0, 2, 3, 5, 6)
-    assert pool.free_block_ids() == (1, 4, 7)
+    assert pool.free_queue() == (1, 4, 7)
     assert [pool.ref_count(b) for b in range(8)] == [1, 0, 1, 1, 0, 1, 1, 0]
     assert pool.allocate() == 1
     assert pool.release(2) is True  # another request finishes
-    assert pool.allocate() == 2  # lowest free id first
+    # The free queue is in eviction order (LRU), not lowest id first: blocks 4 and 7 were free
+    # before block 2, so they are handed out before it. (With the old min-heap this gave 2.)
+    assert pool.free_queue() == (4, 7, 2)
+    assert pool.allocate() == 4
     assert "BlockPool(8 blocks x 4 slots" in repr(pool)
+
+
+def test_released_blocks_join_the_tail_in_the_order_they_were_released():
+    pool = BlockPool(5, 1)
+    assert pool.allocate_many(4) == [0, 1, 2, 3]
+    for block in (2, 0, 3):
+        pool.release(block)
+    assert pool.free_queue() == (4, 2, 0, 3)
+    assert pool.allocate_many(4) == [4, 2, 0, 3]  # the order free_queue() promised
 
 
 def test_allocate_when_empty_raises_memory_error_saying_what_to_do():
@@ -108,7 +192,7 @@ def test_double_free_after_release():
     assert pool_state(pool) == before
 
 
-@pytest.mark.parametrize("method", ["release", "share", "ref_count", "is_free"])
+@pytest.mark.parametrize("method", ["release", "share", "ref_count", "is_free", "block_hash"])
 @pytest.mark.parametrize("bad", [-1, 4, 100])
 def test_out_of_range_ids_are_refused(method, bad):
     pool = BlockPool(4, 4, taken=[0, 1, 2, 3])
@@ -122,15 +206,18 @@ def test_out_of_range_ids_are_refused(method, bad):
 def test_non_integer_ids_are_refused(bad):
     pool = BlockPool(4, 4, taken=[1])
     before = pool_state(pool)
-    for method in ("release", "share", "ref_count", "is_free"):
+    for method in ("release", "share", "ref_count", "is_free", "block_hash"):
         with pytest.raises(TypeError, match="must be an int"):
             getattr(pool, method)(bad)
+    with pytest.raises(TypeError, match="must be an int"):
+        pool.set_block_hash(bad, "h0")
     assert pool_state(pool) == before
 
 
 def test_numpy_integer_ids_are_accepted():
     pool = BlockPool(4, 4, taken=[np.int64(1)])
     assert pool.ref_count(np.int32(1)) == 1
+    assert pool.set_block_hash(np.int64(1), "h0") == 1
     assert pool.release(np.int64(1)) is True
 
 
@@ -155,269 +242,250 @@ def test_bad_construction_is_refused_clearly(kwargs, error, match):
         BlockPool(**kwargs)
 
 
-# ---------------------------------------------------------------------------- block tables
+# ---------------------------------------------------------------------------- cached blocks (§8)
 
 
-def test_section4_demo_allocates_on_demand_and_non_contiguously():
-    """§4, the paper's Figure 6: 'Four score and seven years ago our' (7 tokens), block size 4."""
-    prompt = "Four score and seven years ago our".split()
-    assert len(prompt) == 7
-    pool = BlockPool(num_blocks=8, block_size=4, taken=[0, 2, 3, 5, 6])
-    seq = BlockTable(pool)
-    assert seq.append(len(prompt)) == [1, 4]  # prefill: 2 blocks
-    assert (seq.num_blocks, seq.wasted_slots) == (2, 1)
-    assert seq.append(1) == []  # first decode fills block 4's last slot
-    assert seq.wasted_slots == 0
-    assert seq.append(1) == [7]  # the next one takes a third block
-    assert seq.block_ids == (1, 4, 7)
-    assert any(b - a != 1 for a, b in zip(seq.block_ids, seq.block_ids[1:], strict=False))
-    assert seq.entries() == [
-        BlockTableEntry(0, 1, 4),
-        BlockTableEntry(1, 4, 4),
-        BlockTableEntry(2, 7, 1),
-    ]
-    assert [seq.slot_of(p) for p in (0, 3, 4, 7, 8)] == [(1, 0), (1, 3), (4, 0), (4, 3), (7, 0)]
+def test_a_hashed_block_stays_cached_when_it_goes_free():
+    pool = BlockPool(4, 16)
+    a, b = pool.allocate_many(2)
+    assert pool.block_hash(a) is None and pool.cached_block("h0") is None
+    assert pool.set_block_hash(a, "h0") == a
+    assert pool.set_block_hash(a, "h0") == a  # the same hash again: nothing changes
+    assert (pool.block_hash(a), pool.cached_block("h0"), pool.num_cached) == ("h0", a, 1)
+    assert pool.num_cached_free == 0
+    pool.release(a)
+    assert pool.is_free(a) and pool.block_hash(a) == "h0" and pool.cached_block("h0") == a
+    assert pool.num_cached_free == 1 and pool.num_free == 3
+    assert pool.free_queue() == (2, 3, a)
 
 
-def test_sizes_and_waste():
-    pool = BlockPool(10, 4)
-    table = BlockTable(pool)
-    assert (table.num_tokens, table.num_blocks, table.capacity, table.wasted_slots) == (0, 0, 0, 0)
-    assert table.blocks_needed(9) == 3
-    table.append(9)
-    assert (len(table), table.num_blocks, table.capacity, table.wasted_slots) == (9, 3, 12, 3)
-    assert table.blocks_needed(3) == 0 and table.blocks_needed(4) == 1
-    assert table.append(0) == []
-    assert "num_tokens=9" in repr(table)
+def test_touch_revives_a_free_cached_block_from_the_middle_of_the_queue():
+    pool = BlockPool(5, 16)
+    blocks = pool.allocate_many(3)
+    pool.set_block_hash(blocks[1], "h1")
+    for block in blocks:
+        pool.release(block)
+    assert pool.free_queue() == (3, 4, 0, 1, 2)
+    assert pool.touch("h1") == 1  # a cache hit: block 1 keeps its KV and its hash
+    assert pool.ref_count(1) == 1 and pool.block_hash(1) == "h1"
+    assert pool.free_queue() == (3, 4, 0, 2)  # the others keep their order
+    assert (pool.num_cached_free, pool.num_evictions) == (0, 0)
+    assert pool.touch("h1") == 1  # a second request with the same prefix: one more reference
+    assert pool.ref_count(1) == 2
+    assert pool.release(1) is False and pool.release(1) is True
+    assert pool.free_queue() == (3, 4, 0, 2, 1)
 
 
-@pytest.mark.parametrize("position", [-1, 5, 6, 100])
-def test_slot_of_out_of_range_says_the_valid_range(position):
-    table = BlockTable(BlockPool(4, 4))
-    table.append(5)
-    with pytest.raises(IndexError, match="0..4"):
-        table.slot_of(position)
+def test_allocate_evicts_a_cached_block_when_it_reaches_it():
+    pool = BlockPool(3, 16)
+    a, b, c = pool.allocate_many(3)
+    pool.set_block_hash(a, "h0")
+    pool.set_block_hash(c, "h2")
+    for block in (a, b, c):
+        pool.release(block)
+    assert pool.allocate() == a  # the least recently freed: its prefix is evicted
+    assert pool.last_evictions == (Eviction(a, "h0"),) and pool.num_evictions == 1
+    assert pool.block_hash(a) is None and pool.cached_block("h0") is None
+    assert pool.ref_count(a) == 1 and pool.num_cached_free == 1
+    assert pool.allocate() == b  # held no hash: nothing evicted
+    assert pool.last_evictions == () and pool.num_evictions == 1
+    pool.release(a)
+    assert pool.allocate_many(2) == [c, a]
+    assert pool.last_evictions == (Eviction(c, "h2"),) and pool.num_evictions == 2
+    assert (pool.num_cached, pool.num_cached_free) == (0, 0)
 
 
-def test_slot_of_empty_sequence_and_non_int_position():
-    table = BlockTable(BlockPool(4, 4))
-    with pytest.raises(IndexError, match="empty"):
-        table.slot_of(0)
-    table.append(2)
-    with pytest.raises(TypeError, match="position must be an int"):
-        table.slot_of(1.0)
+def test_a_hash_another_block_holds_is_not_taken_twice():
+    pool = BlockPool(3, 16)
+    first, second = pool.allocate_many(2)  # two requests computed the same prefix
+    assert pool.set_block_hash(first, "h0") == first
+    before = pool_state(pool)
+    assert pool.set_block_hash(second, "h0") == first  # the earlier block keeps caching it
+    assert pool.block_hash(second) is None and pool_state(pool) == before
+    pool.release(first)
+    assert pool.set_block_hash(second, "h0") == first  # also while the holder is free but cached
 
 
-@pytest.mark.parametrize(("bad", "error"), [(-1, ValueError), (1.5, TypeError), (None, TypeError)])
-def test_append_refuses_bad_counts(bad, error):
-    pool = BlockPool(4, 4)
-    table = BlockTable(pool)
-    table.append(3)
-    before = (pool_state(pool), table_state(table))
-    with pytest.raises(error):
-        table.append(bad)
-    assert (pool_state(pool), table_state(table)) == before
-
-
-def test_append_is_all_or_nothing_when_the_pool_runs_out():
-    pool = BlockPool(4, 4, taken=[0])
-    table = BlockTable(pool)
-    table.append(5)  # blocks 1, 2; 3 slots left in block 2
-    before = (pool_state(pool), table_state(table))
+def test_cache_errors_are_clear_and_change_nothing():
+    pool = BlockPool(3, 16)
+    block = pool.allocate()
+    pool.set_block_hash(block, "h0")
+    pool.allocate()
+    before = pool_state(pool)
+    with pytest.raises(ValueError, match="already holds hash 'h0'"):
+        pool.set_block_hash(block, "h1")
+    with pytest.raises(ValueError, match="cannot set the hash of block 2: it is free"):
+        pool.set_block_hash(2, "h1")
+    with pytest.raises(ValueError, match="no block holds hash 'h3'"):
+        pool.touch("h3")
+    for call in (pool.touch, pool.cached_block, lambda h: pool.set_block_hash(block, h)):
+        with pytest.raises(TypeError, match="must not be None"):
+            call(None)
+        with pytest.raises(TypeError, match="must be hashable"):
+            call(["a", "list"])
+    pool.allocate()
+    before = pool_state(pool)
     with pytest.raises(OutOfBlocksError):
-        table.append(3 + 4 + 4 + 1)  # needs 3 new blocks, only 1 is free
-    assert (pool_state(pool), table_state(table)) == before
-    assert table.append(3 + 4) == [3]  # exactly what fits still works
+        pool.allocate_many(1)
+    assert pool_state(pool) == before
 
 
-def test_free_returns_blocks_and_table_can_be_reused():
-    pool = BlockPool(6, 2)
-    a, b = BlockTable(pool), BlockTable(pool)
-    a.append(3)
-    b.append(4)
-    pool.share(a.block_ids[0])  # somebody else holds a's first block too
-    assert a.free() == [1]  # block 0 stays used, block 1 goes back
-    assert pool.ref_count(0) == 1 and pool.is_free(1)
-    assert (a.num_tokens, a.num_blocks, a.block_ids) == (0, 0, ())
-    assert a.append(1) == [1]
-    assert b.free() == [2, 3]
-
-
-def test_free_refuses_when_blocks_were_released_behind_its_back():
-    pool = BlockPool(4, 2)
-    table = BlockTable(pool)
-    table.append(3)
-    pool.release(table.block_ids[1])
-    before = (pool_state(pool), table_state(table))
-    with pytest.raises(RuntimeError, match="behind the table's back"):
-        table.free()
-    assert (pool_state(pool), table_state(table)) == before
-
-
-def test_append_into_a_shared_partly_filled_block_needs_copy_on_write():
-    pool = BlockPool(4, 4)
-    table = BlockTable(pool)
-    table.append(6)
-    pool.share(table.block_ids[-1])  # a forked sibling (§5) holds the last block
-    before = (pool_state(pool), table_state(table))
-    with pytest.raises(SharedBlockWriteError, match="copy-on-write"):
-        table.append(1)
-    assert (pool_state(pool), table_state(table)) == before
-
-
-def test_append_after_a_full_shared_block_allocates_a_private_one():
-    pool = BlockPool(4, 4)
-    table = BlockTable(pool)
-    table.append(4)
-    pool.share(table.block_ids[0])
-    assert table.append(1) == [1]
-
-
-def test_table_needs_a_pool():
-    with pytest.raises(TypeError, match="BlockPool"):
-        BlockTable("pool")
+def test_allocate_many_reports_every_eviction_in_order():
+    pool = BlockPool(4, 16)
+    blocks = pool.allocate_many(4)
+    for block, name in zip(blocks, ("h0", "h1", "h2", "h3"), strict=True):
+        pool.set_block_hash(block, name)
+    for block in reversed(blocks):
+        pool.release(block)
+    assert pool.free_queue() == (3, 2, 1, 0)
+    assert pool.allocate_many(3) == [3, 2, 1]
+    assert pool.last_evictions == (Eviction(3, "h3"), Eviction(2, "h2"), Eviction(1, "h1"))
+    assert pool.cached_block("h0") == 0 and pool.num_cached_free == 1
 
 
 # ---------------------------------------------------------------------------- invariants under any
-# sequence of operations (hypothesis, rule-based)
+# program of operations (hypothesis, rule-based)
 
 
-class PoolAndTables(RuleBasedStateMachine):
-    """Random allocations, appends, frees, shares and invalid calls on one pool and many tables.
+class PoolMachine(RuleBasedStateMachine):
+    """Random allocate / allocate_many / share / release / set hash / touch, and invalid calls, on
+    one pool, against a model: a list for the free queue (head first), a count per block and a
+    dict of hashes."""
 
-    The model of the world: ``extra`` counts the references held outside block tables (blocks
-    ``taken`` at construction, plus shares this machine made); everything else must come from
-    the live tables.
-    """
-
-    @initialize(
-        num_blocks=st.integers(1, 12),
-        block_size=st.integers(1, 5),
-        data=st.data(),
-    )
-    def setup(self, num_blocks, block_size, data):
+    @initialize(num_blocks=st.integers(1, 10), data=st.data())
+    def setup(self, num_blocks, data):
         taken = data.draw(st.lists(st.integers(0, num_blocks - 1), unique=True, max_size=3))
-        self.pool = BlockPool(num_blocks, block_size, taken=taken)
-        self.tables: list[BlockTable] = []
-        self.extra = [0] * num_blocks
-        for b in taken:
-            self.extra[b] = 1
+        self.pool = BlockPool(num_blocks, 4, taken=taken)
+        self.refs = [1 if b in taken else 0 for b in range(num_blocks)]
+        self.queue = [b for b in range(num_blocks) if b not in taken]
+        self.hashes: dict[int, str] = {}  # block -> hash
+        self.evictions = 0
 
-    def snapshot(self) -> tuple:
-        return pool_state(self.pool), tuple(table_state(t) for t in self.tables)
+    def check_unchanged(self, call, error) -> None:
+        before = pool_state(self.pool)
+        with pytest.raises(error):
+            call()
+        assert pool_state(self.pool) == before
+
+    def take(self) -> int:
+        """What the model expects allocate to do: the head block, evicted if it held a hash."""
+        block = self.queue.pop(0)
+        assert self.refs[block] == 0  # never hand out a referenced block
+        self.refs[block] = 1
+        if self.hashes.pop(block, None) is not None:
+            self.evictions += 1
+        return block
 
     @rule()
-    def new_table(self):
-        if len(self.tables) < 6:
-            self.tables.append(BlockTable(self.pool))
+    def allocate(self):
+        if not self.queue:
+            self.check_unchanged(self.pool.allocate, OutOfBlocksError)
+            return
+        hash_before = self.hashes.get(self.queue[0])
+        block = self.take()
+        assert self.pool.allocate() == block
+        expected = () if hash_before is None else (Eviction(block, hash_before),)
+        assert self.pool.last_evictions == expected
 
-    @precondition(lambda self: self.tables)
-    @rule(index=st.integers(0, 5), count=st.integers(0, 9))
-    def append(self, index, count):
-        table = self.tables[index % len(self.tables)]
-        before = self.snapshot()
-        needed = table.blocks_needed(count)
-        last_shared = (
-            count > 0 and table.wasted_slots > 0 and self.pool.ref_count(table.block_ids[-1]) > 1
-        )
-        if last_shared:
-            with pytest.raises(SharedBlockWriteError):
-                table.append(count)
-            assert self.snapshot() == before
-        elif needed > self.pool.num_free:
-            with pytest.raises(OutOfBlocksError):
-                table.append(count)
-            assert self.snapshot() == before
-        else:
-            new = table.append(count)
-            assert len(new) == needed
-            assert all(self.pool.ref_count(b) == 1 for b in new)
+    @rule(count=st.integers(0, 6))
+    def allocate_many(self, count):
+        if count > len(self.queue):
+            self.check_unchanged(lambda: self.pool.allocate_many(count), OutOfBlocksError)
+            return
+        expected = [self.take() for _ in range(count)]
+        assert self.pool.allocate_many(count) == expected
 
-    @precondition(lambda self: self.tables)
-    @rule(index=st.integers(0, 5), keep=st.booleans())
-    def free_table(self, index, keep):
-        table = self.tables[index % len(self.tables)]
-        held = table.block_ids
-        returned = table.free()
-        assert set(returned) <= set(held)
-        assert all(self.pool.is_free(b) for b in returned)
-        if not keep:
-            self.tables.remove(table)
-
-    @rule(block=st.integers(0, 11))
-    def share_used_block(self, block):
+    @rule(block=st.integers(0, 9))
+    def share(self, block):
         block %= self.pool.num_blocks
-        if self.pool.is_free(block):
-            before = self.snapshot()
-            with pytest.raises(ValueError):
-                self.pool.share(block)
-            assert self.snapshot() == before
-        else:
-            self.pool.share(block)
-            self.extra[block] += 1
+        if self.refs[block] == 0:
+            self.check_unchanged(lambda: self.pool.share(block), ValueError)
+            return
+        self.refs[block] += 1
+        assert self.pool.share(block) == self.refs[block]
 
-    @rule(block=st.integers(0, 11))
-    def release_extra_reference(self, block):
+    @rule(block=st.integers(0, 9))
+    def release(self, block):
         block %= self.pool.num_blocks
-        if self.extra[block] > 0:
-            went_free = self.pool.release(block)
-            self.extra[block] -= 1
-            assert went_free == (self.pool.ref_count(block) == 0)
-        elif self.pool.is_free(block):
-            before = self.snapshot()
-            with pytest.raises(ValueError, match="double free"):
-                self.pool.release(block)
-            assert self.snapshot() == before
+        if self.refs[block] == 0:
+            self.check_unchanged(lambda: self.pool.release(block), ValueError)
+            return
+        self.refs[block] -= 1
+        if self.refs[block] == 0:
+            self.queue.append(block)
+        assert self.pool.release(block) == (self.refs[block] == 0)
 
-    @rule(bad=st.one_of(st.integers(-5, -1), st.integers(12, 20), st.floats(0, 3), st.none()))
+    @rule(block=st.integers(0, 9), name=st.sampled_from(HASHES))
+    def set_hash(self, block, name):
+        block %= self.pool.num_blocks
+        own = self.hashes.get(block)
+        if self.refs[block] == 0 or own not in (None, name):
+            self.check_unchanged(lambda: self.pool.set_block_hash(block, name), ValueError)
+            return
+        holder = next((b for b, h in self.hashes.items() if h == name), None)
+        if holder is None:
+            self.hashes[block] = name
+            holder = block
+        assert self.pool.set_block_hash(block, name) == holder
+
+    @rule(name=st.sampled_from(HASHES))
+    def touch(self, name):
+        holder = next((b for b, h in self.hashes.items() if h == name), None)
+        if holder is None:
+            self.check_unchanged(lambda: self.pool.touch(name), ValueError)
+            return
+        if self.refs[holder] == 0:
+            self.queue.remove(holder)
+        self.refs[holder] += 1
+        assert self.pool.touch(name) == holder
+
+    @rule(bad=st.one_of(st.integers(-5, -1), st.integers(10, 20), st.floats(0, 3), st.none()))
     def invalid_ids_change_nothing(self, bad):
-        before = self.snapshot()
         for method in (self.pool.release, self.pool.share, self.pool.ref_count):
-            with pytest.raises((ValueError, TypeError)):
-                method(bad)
-        assert self.snapshot() == before
-
-    @rule()
-    def allocate_and_give_back(self):
-        if self.pool.num_free == 0:
-            before = self.snapshot()
-            with pytest.raises(OutOfBlocksError):
-                self.pool.allocate()
-            assert self.snapshot() == before
-        else:
-            block = self.pool.allocate()
-            assert self.pool.ref_count(block) == 1
-            assert self.pool.release(block) is True
+            self.check_unchanged(lambda m=method: m(bad), (ValueError, TypeError))
+        self.check_unchanged(lambda: self.pool.set_block_hash(bad, "h0"), (ValueError, TypeError))
 
     @invariant()
-    def free_and_used_partition_the_pool(self):
+    def pool_matches_the_model(self):
         pool = self.pool
-        free, used = set(pool.free_block_ids()), set(pool.used_block_ids())
-        assert not free & used
-        assert free | used == set(range(pool.num_blocks))
-        assert pool.num_free + pool.num_used == pool.num_blocks
-        assert len(pool.free_block_ids()) == pool.num_free
+        assert pool.free_queue() == tuple(self.queue)
+        assert [pool.ref_count(b) for b in range(pool.num_blocks)] == self.refs
+        assert {b: pool.block_hash(b) for b in range(pool.num_blocks)} == {
+            b: self.hashes.get(b) for b in range(pool.num_blocks)
+        }
+        assert pool.num_evictions == self.evictions
 
     @invariant()
-    def ref_counts_equal_references_held(self):
-        references = list(self.extra)
-        for table in self.tables:
-            for b in table.block_ids:
-                references[b] += 1
-        counts = [self.pool.ref_count(b) for b in range(self.pool.num_blocks)]
-        assert counts == references
-        assert all(c >= 0 for c in counts)
-        assert all((c == 0) == self.pool.is_free(b) for b, c in enumerate(counts))
+    def free_queue_is_exactly_the_unreferenced_blocks(self):
+        pool = self.pool
+        free = pool.free_block_ids()
+        assert len(set(free)) == len(free)  # no duplicates
+        assert set(free) == {b for b in range(pool.num_blocks) if pool.ref_count(b) == 0}
+        assert all(pool.is_free(b) == (b in free) for b in range(pool.num_blocks))
+        assert set(pool.used_block_ids()) == set(range(pool.num_blocks)) - set(free)
+        assert pool.num_free + pool.num_used == pool.num_blocks == len(free) + pool.num_used
+        pool._free.check_links()  # the links themselves: next and prev agree, none dangle
 
     @invariant()
-    def every_table_has_exactly_the_blocks_it_needs(self):
-        size = self.pool.block_size
-        for table in self.tables:
-            assert table.num_blocks == -(-table.num_tokens // size)
-            assert 0 <= table.wasted_slots <= size - 1
-            assert table.capacity == table.num_blocks * size
-            assert sum(e.filled for e in table.entries()) == table.num_tokens
+    def hash_lookup_is_exact(self):
+        pool = self.pool
+        for name in HASHES:
+            block = pool.cached_block(name)
+            assert block is None or pool.block_hash(block) == name
+        hashed = [b for b in range(pool.num_blocks) if pool.block_hash(b) is not None]
+        assert all(pool.cached_block(pool.block_hash(b)) == b for b in hashed)
+        assert pool.num_cached == len(hashed)
+        assert pool.num_cached_free == sum(pool.is_free(b) for b in hashed)
 
 
-TestPoolAndTables = PoolAndTables.TestCase
-TestPoolAndTables.settings = settings(max_examples=300, stateful_step_count=50, deadline=None)
+TestPoolMachine = PoolMachine.TestCase
+TestPoolMachine.settings = settings(max_examples=200, stateful_step_count=40, deadline=None)
+
+
+def test_free_block_ids_say_which_blocks_are_free_in_ascending_order():
+    pool = BlockPool(6, 2)
+    blocks = pool.allocate_many(6)
+    for block in reversed(blocks[1:4]):
+        pool.release(block)
+    assert pool.free_queue() == (3, 2, 1)  # eviction order: least recently freed first
+    assert pool.free_block_ids() == (1, 2, 3)  # the set of free blocks, sorted

@@ -3,34 +3,41 @@
 No K or V lives here, and nothing imports torch: :mod:`kvcourse.kv` puts tensors behind these ids.
 
 * :mod:`kvcourse.blocks.errors`: the exceptions the bookkeeping raises;
-* :mod:`kvcourse.blocks.pool`: the pool of physical blocks, free list and reference counts (§4.1);
+* :mod:`kvcourse.blocks.free_queue`: the pool's free blocks in eviction order, a linked queue;
+* :mod:`kvcourse.blocks.pool`: the pool of physical blocks: free queue, reference counts and the
+  block hashes of cached prefixes (§4.1, §8);
 * :mod:`kvcourse.blocks.table`: one sequence's block table, logical → physical (§4.1);
 * :mod:`kvcourse.blocks.sharing`: fork, append with copy-on-write, free (§5);
-* :mod:`kvcourse.blocks.buddy`: a buddy allocator for contiguous KV regions (§3).
+* :mod:`kvcourse.blocks.buddy`: a buddy allocator for contiguous KV regions (§3);
+* :mod:`kvcourse.blocks.buddy_demo`: §3's 16-slot walk-through on that allocator.
 """
 
 from __future__ import annotations
 
 from kvcourse.blocks.buddy import (
     EX2_REQUESTS,
-    WALKTHROUGH_REQUESTS,
     BuddyAllocator,
     BuddyBlock,
     ContiguousAllocator,
     RoundingWaste,
-    WalkthroughStep,
     binary_decomposition,
-    buddy_walkthrough,
     round_up_pow2,
     rounding_waste,
+)
+from kvcourse.blocks.buddy_demo import (
+    WALKTHROUGH_REQUESTS,
+    WalkthroughStep,
+    buddy_walkthrough,
 )
 from kvcourse.blocks.errors import (
     OutOfBlocksError,
     SharedBlockWriteError,
     UnknownSequenceError,
 )
+from kvcourse.blocks.free_queue import FreeBlockQueue
 from kvcourse.blocks.pool import (
     BlockPool,
+    Eviction,
     as_index,
 )
 from kvcourse.blocks.sharing import (
@@ -49,6 +56,8 @@ __all__ = [
     "SharedBlockWriteError",
     "UnknownSequenceError",
     "BlockPool",
+    "Eviction",
+    "FreeBlockQueue",
     "as_index",
     "BlockTable",
     "BlockTableEntry",

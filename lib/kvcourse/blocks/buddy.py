@@ -13,7 +13,7 @@ with a **buddy allocator**:
 Rounding up wastes slots inside each block (*internal fragmentation*, exercise 2: 300 → 512);
 free blocks that are not buddies never merge, so free memory can be plentiful in total but split
 into pieces too small for the next request (*external fragmentation*, the 16-slot walk-through
-of :func:`buddy_walkthrough`).
+of :mod:`kvcourse.blocks.buddy_demo`, which drives this allocator).
 
 **Arenas whose size is not a power of two.** OPT-13B on an A100-40GB leaves 12,596 KV slots. The
 allocator splits such an arena into its binary decomposition, largest first:
@@ -27,6 +27,10 @@ is taken, so a run is the same on every machine.
 
 :class:`ContiguousAllocator` is the interface a student's allocator implements in assignment a1;
 the simulator of :mod:`kvcourse.serving` accepts any object that has it.
+
+Assignment a1's tests switch off every function defined in this module while a student's code
+runs, so the reference answers to its exercises (:func:`round_up_pow2`, :func:`rounding_waste`,
+:func:`binary_decomposition`, :class:`BuddyAllocator`) must stay here.
 
 >>> arena = BuddyAllocator(16)
 >>> arena.alloc(3), arena.alloc(8), arena.free_blocks()
@@ -43,18 +47,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from kvcourse.blocks.pool import as_index
+from kvcourse._checks import as_index, check_positive_int
 
 __all__ = [
     "EX2_REQUESTS",
-    "WALKTHROUGH_REQUESTS",
     "BuddyAllocator",
     "BuddyBlock",
     "ContiguousAllocator",
     "RoundingWaste",
-    "WalkthroughStep",
     "binary_decomposition",
-    "buddy_walkthrough",
     "round_up_pow2",
     "rounding_waste",
 ]
@@ -96,6 +97,9 @@ class ContiguousAllocator(Protocol):
         ...
 
 
+#: How a message about a bad arena size ends: two sizes the course uses.
+_ARENA_EXAMPLE = "e.g. 16 (the §3 walk-through) or 12596 (OPT-13B on an A100-40GB)"
+
 # ---------------------------------------------------------------------------- arithmetic
 
 
@@ -105,7 +109,7 @@ def round_up_pow2(num_slots: int) -> int:
 
     Raises ``ValueError`` for zero or a negative count, ``TypeError`` for a non-integer.
     """
-    num_slots = _check_slots(num_slots)
+    num_slots = check_positive_int("num_slots", num_slots, "e.g. 300")
     return 1 << (num_slots - 1).bit_length()
 
 
@@ -113,7 +117,7 @@ def binary_decomposition(num_slots: int) -> list[tuple[int, int]]:
     """The root blocks ``(offset, size)`` of an arena of ``num_slots`` slots: one per set bit,
     largest first, so each starts at a multiple of its own size. 12,596 gives sizes
     8192, 4096, 256, 32, 16 and 4 at offsets 0, 8192, 12288, 12544, 12576 and 12592."""
-    num_slots = _check_slots(num_slots, "arena size")
+    num_slots = check_positive_int("arena size", num_slots, _ARENA_EXAMPLE)
     roots = []
     offset = 0
     for bit in range(num_slots.bit_length() - 1, -1, -1):
@@ -155,7 +159,7 @@ def rounding_waste(requests: Sequence[int] = EX2_REQUESTS) -> RoundingWaste:
             f"requests must be a non-empty list of slot counts such as [300, 600, 1100], "
             f"got {requests!r}"
         )
-    requested = tuple(_check_slots(n, "each request") for n in requests)
+    requested = tuple(check_positive_int("each request", n, "e.g. 300") for n in requests)
     allocated = tuple(round_up_pow2(n) for n in requested)
     waste = tuple(a - n for a, n in zip(allocated, requested, strict=True))
     total = sum(allocated)
@@ -194,7 +198,7 @@ class BuddyAllocator:
     """
 
     def __init__(self, num_slots: int) -> None:
-        self._num_slots = _check_slots(num_slots, "num_slots")
+        self._num_slots = check_positive_int("num_slots", num_slots, _ARENA_EXAMPLE)
         self._roots = binary_decomposition(self._num_slots)
         self._root_offsets = [offset for offset, _ in self._roots]
         self._max_block = self._roots[0][1]
@@ -344,114 +348,3 @@ class BuddyAllocator:
             f"offset {offset} {what}: that memory is already free (a double free, or an offset "
             f"alloc() never returned); free each allocated offset exactly once"
         )
-
-
-# ---------------------------------------------------------------------------- the §3 demo
-
-#: The 16-slot walk-through (§3.2): A asks for 4 slots, B for 2, C for 4 — all fit — and then D
-#: asks for 6. Ten slots are allocated and 6 are free, but as a 2-slot block at offset 6 and a
-#: 4-slot block at offset 12, with C in between; no free run is even 6 long (and the buddy
-#: allocator would need an 8-slot block for D), so D fails.
-WALKTHROUGH_REQUESTS: tuple[tuple[str, int | None], ...] = (("A", 4), ("B", 2), ("C", 4), ("D", 6))
-
-
-@dataclass(frozen=True)
-class WalkthroughStep:
-    """The arena after one step of a walk-through, for drawing.
-
-    ``action`` is ``"start"``, ``"alloc"`` or ``"free"``; ``name`` and ``slots`` say who asked for
-    how much; ``offset`` is where the block went (``None`` when the allocation failed, and for
-    ``"start"``); ``ok`` tells whether the step succeeded. ``blocks`` covers the arena as
-    ``(offset, size, owner)`` with ``owner`` ``None`` for a free block.
-    """
-
-    action: str
-    name: str | None
-    slots: int | None
-    offset: int | None
-    ok: bool
-    blocks: tuple[tuple[int, int, str | None], ...]
-    free_slots: int
-    largest_free_block: int
-
-    @property
-    def description(self) -> str:
-        """One line for a caption, e.g. ``"D asks for 6 slots: fails (6 free as 4 + 2)"``."""
-        if self.action == "start":
-            return f"start: {self.free_slots} free slots"
-        if self.action == "free":
-            return f"{self.name} frees its block at offset {self.offset}"
-        if self.ok:
-            return f"{self.name} asks for {self.slots} slots: gets offset {self.offset}"
-        sizes = sorted((size for _, size, owner in self.blocks if owner is None), reverse=True)
-        pieces = " + ".join(str(size) for size in sizes) or "nothing"
-        return (
-            f"{self.name} asks for {self.slots} slots: fails ({self.free_slots} free as {pieces})"
-        )
-
-
-def buddy_walkthrough(
-    num_slots: int = 16,
-    steps: Sequence[tuple[str, int | None]] = WALKTHROUGH_REQUESTS,
-    *,
-    allocator: ContiguousAllocator | None = None,
-) -> list[WalkthroughStep]:
-    """Run a walk-through and return the arena's state after each step (first: the empty arena).
-
-    Each step is ``(name, slots)``: allocate ``slots`` for ``name``; ``(name, None)`` frees
-    ``name``'s block. The default is the lecture's 16-slot demo (:data:`WALKTHROUGH_REQUESTS`):
-    A, B and C fit, D fails although 6 slots are free — as 4 + 2, apart.
-
-    ``allocator`` lets a student's :class:`ContiguousAllocator` (an empty one over ``num_slots``
-    slots) run the same steps; by default a new :class:`BuddyAllocator` does. Block sizes are read
-    from how far ``free_slots()`` falls, so any allocator that keeps the protocol can be drawn.
-    """
-    arena = BuddyAllocator(num_slots) if allocator is None else allocator
-    if not isinstance(arena, ContiguousAllocator):
-        raise TypeError(
-            f"allocator must implement ContiguousAllocator (alloc, free, free_slots, "
-            f"free_blocks), got {arena!r}"
-        )
-    if arena.free_slots() != num_slots:
-        raise ValueError(
-            f"the allocator must start empty over {num_slots} slots, but free_slots() is "
-            f"{arena.free_slots()}; pass a new allocator"
-        )
-    checked = []
-    for step in steps:
-        if not isinstance(step, tuple) or len(step) != 2 or not isinstance(step[0], str):
-            raise ValueError(f"each step must be (name, slots) or (name, None), got {step!r}")
-        checked.append((step[0], None if step[1] is None else _check_slots(step[1], "slots")))
-    owned: dict[str, tuple[int, int]] = {}  # name -> (offset, size)
-
-    def state(action: str, name: str | None, slots: int | None, offset: int | None, ok: bool):
-        used = [(o, s, n) for n, (o, s) in owned.items()]
-        free = [(o, s, None) for o, s in arena.free_blocks()]
-        largest = max((s for _, s, _ in free), default=0)
-        blocks = tuple(sorted(used + free, key=lambda block: block[0]))
-        return WalkthroughStep(action, name, slots, offset, ok, blocks, arena.free_slots(), largest)
-
-    states = [state("start", None, None, None, True)]
-    for name, slots in checked:
-        if slots is None:
-            if name not in owned:
-                raise ValueError(f"step frees {name!r}, which holds no block; allocate it first")
-            offset = owned.pop(name)[0]
-            arena.free(offset)
-            states.append(state("free", name, None, offset, True))
-            continue
-        if name in owned:
-            raise ValueError(f"{name!r} already holds a block; free it or use another name")
-        before = arena.free_slots()
-        offset = arena.alloc(slots)
-        if offset is not None:
-            owned[name] = (offset, before - arena.free_slots())
-        states.append(state("alloc", name, slots, offset, offset is not None))
-    return states
-
-
-def _check_slots(value: object, name: str = "num_slots") -> int:
-    value = as_index(value, name)
-    if value <= 0:
-        raise ValueError(f"{name} must be a positive number of slots, got {value}")
-    return value

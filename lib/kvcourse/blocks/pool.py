@@ -1,47 +1,80 @@
-"""The pool of physical KV blocks (§4.1), with reference counts for sharing (§5).
+"""The pool of physical KV blocks (§4.1), with reference counts for sharing (§5) and room for a
+prefix cache (§8): block hashes, free-but-cached blocks and eviction.
 
 PagedAttention cuts the KV-cache memory into ``num_blocks`` equal *physical blocks*, each holding
 the keys and values of ``block_size`` tokens (its *slots*). :class:`BlockPool` is the bookkeeping
-for those blocks and nothing else: which ones are free, and how many block tables point at each
-used one. It stores no K or V itself; :mod:`kvcourse.kv.cache` keeps the tensors, indexed by the
-block ids handed out here.
+for those blocks and nothing else: which ones are free, how many block tables point at each used
+one, and which cached prefix (if any) each one holds. It stores no K or V itself;
+:mod:`kvcourse.kv.cache` keeps the tensors, indexed by the block ids handed out here.
 
 It is the §2 physical memory renamed: frame → physical block, page-table entry → block-table
 entry. The three operations map onto the lecture's words:
 
-* :meth:`BlockPool.allocate` takes a block off the free list (reference count 0 → 1);
+* :meth:`BlockPool.allocate` takes the block at the head of the free queue (reference count
+  0 → 1);
 * :meth:`BlockPool.share` lets one more block table point at a used block (count + 1; §5 fork);
-* :meth:`BlockPool.release` drops one reference; at 0 the block goes back on the free list.
+* :meth:`BlockPool.release` drops one reference; at 0 the block joins the tail of the free queue.
+
+**Eviction order.** The free blocks wait in a queue
+(:class:`~kvcourse.blocks.free_queue.FreeBlockQueue`): a fresh pool queues them in ascending id,
+so it hands out 0, 1, 2, ...; a block that goes free joins the tail, so it is handed out after
+every block that was free before it. The head is thus the least recently used free block (LRU).
+Ids stay deterministic, but after a release they are no longer "lowest id first".
+
+**Cached blocks (§8).** A full block can be given a *block hash*
+(:meth:`BlockPool.set_block_hash`), the key a prefix cache computes from the tokens it holds.
+When such a block goes free it keeps its contents and its hash: it is *free but cached*. A later
+request with the same prefix finds it (:meth:`BlockPool.cached_block`) and takes it back out of
+the middle of the queue (:meth:`BlockPool.touch`) instead of recomputing it. Only when
+:meth:`BlockPool.allocate` hands it out to someone else is the hash dropped: the block is
+*evicted*, counted in :attr:`BlockPool.num_evictions` and listed in
+:attr:`BlockPool.last_evictions`.
 
 Every method checks its arguments before it changes anything, so an error leaves the pool exactly
-as it was.
+as it was. Every operation is O(1), except the queries that list blocks.
 """
 
 from __future__ import annotations
 
-import heapq
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
+from dataclasses import dataclass
 
 from kvcourse._checks import as_index, check_count, check_positive_int
 from kvcourse.blocks.errors import OutOfBlocksError
+from kvcourse.blocks.free_queue import FreeBlockQueue
 
-__all__ = ["BlockPool", "OutOfBlocksError", "as_index"]
+__all__ = ["BlockPool", "Eviction", "OutOfBlocksError", "as_index"]
+
+
+@dataclass(frozen=True)
+class Eviction:
+    """A cached block handed out to someone else: block ``block_id`` lost ``block_hash``, so the
+    prefix it held must be recomputed by the next request that needs it."""
+
+    block_id: int
+    block_hash: Hashable
 
 
 class BlockPool:
-    """``num_blocks`` physical blocks of ``block_size`` token slots: a free list and refcounts.
+    """``num_blocks`` physical blocks of ``block_size`` token slots: a free queue, reference counts
+    and block hashes.
 
     A block is *used* while at least one block table (or, for ``taken`` blocks, some sequence
-    outside this demo) holds it, and *free* otherwise. Free blocks are handed out lowest id first,
-    so a demo gives the same block ids every time.
+    outside this demo) holds it, and *free* otherwise. Free blocks are handed out from the head of
+    a queue in eviction order (least recently freed first; a fresh pool in ascending id), so a
+    demo gives the same block ids every time.
 
     Invariants, true after every call (including one that raised):
 
-    * no block is both free and used: a block is on the free list exactly when its reference count
-      is 0;
+    * no block is both free and used: a block is in the free queue exactly when its reference
+      count is 0, and it is there once;
     * reference counts are never negative, and a used block's count is the number of references to
       it (one per block table that lists it);
-    * ``num_free + num_used == num_blocks``.
+    * ``num_free + num_used == num_blocks``;
+    * a hash names at most one block, and the lookup is exact: ``cached_block(h) == b`` exactly
+      when ``block_hash(b) == h``; ``num_cached_free`` counts the free blocks that have a hash;
+    * a block loses its hash only when :meth:`allocate` hands it out (an eviction), never while it
+      is referenced.
 
     ``taken`` lists blocks that are already in use when the pool is created (each with one
     reference), as in §4's demo where other requests hold part of the memory. They can be released
@@ -50,6 +83,10 @@ class BlockPool:
     >>> pool = BlockPool(num_blocks=8, block_size=4, taken=[0, 2, 3, 5, 6])
     >>> pool.allocate(), pool.allocate(), pool.num_free
     (1, 4, 1)
+    >>> pool.release(1)  # block 1 joins the tail of the free queue, behind block 7
+    True
+    >>> pool.free_queue(), pool.free_block_ids()
+    ((7, 1), (1, 7))
     """
 
     def __init__(self, num_blocks: int, block_size: int, *, taken: Iterable[int] = ()) -> None:
@@ -72,8 +109,13 @@ class BlockPool:
         self._ref_count = [0] * num_blocks
         for block_id in taken_ids:
             self._ref_count[block_id] = 1
-        self._free = [b for b in range(num_blocks) if self._ref_count[b] == 0]  # a min-heap
-        heapq.heapify(self._free)
+        initial = (b for b in range(num_blocks) if self._ref_count[b] == 0)
+        self._free = FreeBlockQueue(num_blocks, initial)  # ascending id at the start
+        self._hash: list[Hashable | None] = [None] * num_blocks
+        self._cached: dict[Hashable, int] = {}  # block hash -> the block that holds it
+        self._num_cached_free = 0
+        self._num_evictions = 0
+        self._last_evictions: tuple[Eviction, ...] = ()
 
     # ------------------------------------------------------------------ sizes
 
@@ -89,7 +131,7 @@ class BlockPool:
 
     @property
     def num_free(self) -> int:
-        """How many blocks are on the free list."""
+        """How many blocks are in the free queue (cached or not)."""
         return len(self._free)
 
     @property
@@ -109,32 +151,73 @@ class BlockPool:
         return self._ref_count[self._check_id(block_id)]
 
     def is_free(self, block_id: int) -> bool:
-        """True when block ``block_id`` is on the free list (reference count 0)."""
+        """True when block ``block_id`` is in the free queue (reference count 0)."""
         return self._ref_count[self._check_id(block_id)] == 0
 
     def free_block_ids(self) -> tuple[int, ...]:
-        """The free block ids in ascending order (the order :meth:`allocate` hands them out)."""
+        """The free block ids in ascending order: *which* blocks are free (see :meth:`free_queue`
+        for the order :meth:`allocate` takes them in)."""
         return tuple(sorted(self._free))
+
+    def free_queue(self) -> tuple[int, ...]:
+        """The free block ids in the order :meth:`allocate` will hand them out (head first): the
+        eviction order. A fresh pool lists them in ascending id; a released block joins the end.
+        """
+        return tuple(self._free)
 
     def used_block_ids(self) -> tuple[int, ...]:
         """The used block ids in ascending order."""
         return tuple(b for b, count in enumerate(self._ref_count) if count > 0)
 
+    # ------------------------------------------------------------------ cache queries (§8)
+
+    @property
+    def num_cached(self) -> int:
+        """How many blocks hold a block hash, used or free."""
+        return len(self._cached)
+
+    @property
+    def num_cached_free(self) -> int:
+        """How many free blocks still hold a block hash: a request with that prefix can
+        :meth:`touch` them back, and :meth:`allocate` evicts them when it reaches them."""
+        return self._num_cached_free
+
+    @property
+    def num_evictions(self) -> int:
+        """How many times :meth:`allocate` has handed out a cached block, dropping its hash."""
+        return self._num_evictions
+
+    @property
+    def last_evictions(self) -> tuple[Eviction, ...]:
+        """The evictions made by the latest successful :meth:`allocate` or :meth:`allocate_many`
+        (empty if it took only blocks without a hash)."""
+        return self._last_evictions
+
+    def block_hash(self, block_id: int) -> Hashable | None:
+        """The hash of the prefix block ``block_id`` holds, or ``None`` if it holds none."""
+        return self._hash[self._check_id(block_id)]
+
+    def cached_block(self, block_hash: Hashable) -> int | None:
+        """The block (used, or free but cached) that holds ``block_hash``, or ``None`` (a miss)."""
+        return self._cached.get(_check_hash(block_hash))
+
     # ------------------------------------------------------------------ changes
 
     def allocate(self) -> int:
-        """Take the lowest free block, give it one reference and return its id.
+        """Take the block at the head of the free queue, give it one reference and return its id.
 
-        Raises :class:`OutOfBlocksError` (a ``MemoryError``) when every block is in use.
+        If that block still holds a hash, the hash is dropped (an eviction: see
+        :attr:`last_evictions`). Raises :class:`OutOfBlocksError` (a ``MemoryError``) when every
+        block is in use.
         """
         if not self._free:
             raise OutOfBlocksError(self._out_of_blocks_message(1))
-        block_id = heapq.heappop(self._free)
-        self._ref_count[block_id] = 1
+        block_id, eviction = self._take()
+        self._last_evictions = () if eviction is None else (eviction,)
         return block_id
 
     def allocate_many(self, count: int) -> list[int]:
-        """Allocate ``count`` blocks at once, all or nothing.
+        """Allocate ``count`` blocks at once, all or nothing, in free-queue order.
 
         Raises :class:`OutOfBlocksError` without taking any block when fewer than ``count`` are
         free, so a caller never has to give back half an allocation.
@@ -142,7 +225,9 @@ class BlockPool:
         count = check_count("count", count)
         if count > len(self._free):
             raise OutOfBlocksError(self._out_of_blocks_message(count))
-        return [self.allocate() for _ in range(count)]
+        taken = [self._take() for _ in range(count)]
+        self._last_evictions = tuple(e for _, e in taken if e is not None)
+        return [block_id for block_id, _ in taken]
 
     def share(self, block_id: int) -> int:
         """Add one reference to a used block (one more block table points at it) and return the
@@ -156,16 +241,64 @@ class BlockPool:
 
     def release(self, block_id: int) -> bool:
         """Drop one reference to a used block. Returns True when that was the last reference and
-        the block went back on the free list, False while others still hold it.
+        the block joined the tail of the free queue, False while others still hold it.
 
-        Releasing a free block (a double free) raises ``ValueError`` and changes nothing.
+        A block with a hash keeps it when it goes free (free but cached). Releasing a free block
+        (a double free) raises ``ValueError`` and changes nothing.
         """
         block_id = self._check_used(block_id, "release")
         self._ref_count[block_id] -= 1
         if self._ref_count[block_id] == 0:
-            heapq.heappush(self._free, block_id)
+            self._free.append(block_id)
+            if self._hash[block_id] is not None:
+                self._num_cached_free += 1
             return True
         return False
+
+    def set_block_hash(self, block_id: int, block_hash: Hashable) -> int:
+        """Record that used block ``block_id`` holds the prefix named ``block_hash`` and return the
+        block that now caches that hash.
+
+        That is ``block_id`` itself, unless another block already holds ``block_hash`` (two
+        requests computed the same prefix): then nothing changes, the earlier block is returned,
+        and ``block_id`` stays without a hash. Setting a block's own hash again is a no-op.
+        Raises ``ValueError`` (changing nothing) for a free block, or one that already holds a
+        different hash; ``TypeError`` for ``None`` or an unhashable value.
+        """
+        block_id = self._check_used(block_id, "hash")
+        block_hash = _check_hash(block_hash)
+        own = self._hash[block_id]
+        if own is not None and own != block_hash:
+            raise ValueError(
+                f"block {block_id} already holds hash {self._hash[block_id]!r}; a full block's "
+                f"contents do not change, so it cannot get a second hash {block_hash!r}"
+            )
+        holder = self._cached.get(block_hash)
+        if holder is not None:
+            return holder
+        self._hash[block_id] = block_hash
+        self._cached[block_hash] = block_id
+        return block_id
+
+    def touch(self, block_hash: Hashable) -> int:
+        """A cache hit: take one reference to the block that holds ``block_hash`` and return it.
+
+        A free but cached block comes out of the free queue (wherever it is, in O(1)) with count
+        1: it is *revived*, its KV still there. A used one gets one more reference, as
+        :meth:`share` would give it. Raises ``ValueError`` when no block holds the hash (a miss:
+        ask :meth:`cached_block` first).
+        """
+        block_id = self._cached.get(_check_hash(block_hash))
+        if block_id is None:
+            raise ValueError(
+                f"no block holds hash {block_hash!r} (a cache miss, or it was evicted); check "
+                f"cached_block() first and allocate() a new block on a miss"
+            )
+        if self._ref_count[block_id] == 0:
+            self._free.remove(block_id)
+            self._num_cached_free -= 1
+        self._ref_count[block_id] += 1
+        return block_id
 
     # ------------------------------------------------------------------ helpers
 
@@ -174,6 +307,19 @@ class BlockPool:
             f"BlockPool({self._num_blocks} blocks x {self._block_size} slots: "
             f"{self.num_free} free, {self.num_used} used)"
         )
+
+    def _take(self) -> tuple[int, Eviction | None]:
+        """Pop the head of a non-empty free queue, evicting its hash; reference count 1."""
+        block_id = self._free.popleft()
+        self._ref_count[block_id] = 1
+        old_hash = self._hash[block_id]
+        if old_hash is None:
+            return block_id, None
+        self._hash[block_id] = None
+        del self._cached[old_hash]
+        self._num_cached_free -= 1
+        self._num_evictions += 1
+        return block_id, Eviction(block_id, old_hash)
 
     def _out_of_blocks_message(self, needed: int) -> str:
         return (
@@ -198,8 +344,27 @@ class BlockPool:
                     f"cannot release block {block_id}: it is already free (reference count 0), "
                     f"so this would be a double free; release a block once per reference you hold"
                 )
+            if action == "hash":
+                raise ValueError(
+                    f"cannot set the hash of block {block_id}: it is free (reference count 0); "
+                    f"hash a block while the sequence that filled it still holds it"
+                )
             raise ValueError(
                 f"cannot {action} block {block_id}: it is free (reference count 0); only a block "
                 f"that some sequence holds can be shared, so allocate() it first"
             )
         return block_id
+
+
+def _check_hash(block_hash: object) -> Hashable:
+    """``block_hash`` if it can key the cache (hashable, not ``None``); ``TypeError`` otherwise."""
+    if block_hash is None:
+        raise TypeError("a block hash must not be None (None means 'no hash'); pass an int or str")
+    try:
+        hash(block_hash)
+    except TypeError:
+        raise TypeError(
+            f"a block hash must be hashable (an int, str, bytes or tuple of them), got "
+            f"{block_hash!r} ({type(block_hash).__name__})"
+        ) from None
+    return block_hash

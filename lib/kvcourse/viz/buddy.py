@@ -1,7 +1,7 @@
 """§3's buddy walk-through drawn: one row of slots per step, so the splits, the merges and the
 failed allocation show.
 
-The steps come from :func:`kvcourse.blocks.buddy.buddy_walkthrough`. Slots are coloured by
+The steps come from :func:`kvcourse.blocks.buddy_demo.buddy_walkthrough`. Slots are coloured by
 owner (:data:`~kvcourse.viz.style.OWNER_COLORS`), blocks outlined thick; a failed allocation
 outlines in red the free blocks that add up to enough slots but cannot serve it.
 """
@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from matplotlib.text import Text
 
-from kvcourse.blocks.buddy import WalkthroughStep
+from kvcourse.blocks.buddy_demo import WalkthroughStep
 from kvcourse.viz.style import (
     FAILED,
     FONT_SIZE,
@@ -50,7 +50,7 @@ def draw_buddy_walkthrough(
     fontsize: float = FONT_SIZE,
 ) -> WalkthroughArtists:
     """The arena after each step of a walk-through
-    (:func:`kvcourse.blocks.buddy.buddy_walkthrough`), one row per step, top to bottom.
+    (:func:`kvcourse.blocks.buddy_demo.buddy_walkthrough`), one row per step, top to bottom.
 
     Slots are coloured by the request that owns their block (free slots white); every block, free
     or allocated, is outlined thick, so the splits and merges show; slots a request was given but
