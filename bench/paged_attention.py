@@ -5,7 +5,9 @@ Run from the repository root:
     python bench/paged_attention.py           # GPU: the §7 table in about 3 minutes; on a CPU
                                               # this falls back to the smoke run below
     python bench/paged_attention.py --smoke   # anywhere: tiny float32 problems, well under a minute
+                                              # (our kernel also with head sizes 80/96/112/192)
     python bench/paged_attention.py --sweep   # GPU: other launch configurations of our kernel
+    python bench/paged_attention.py --head-dim 80   # any of the above with another head size
 
 Every contender is checked against the PyTorch reference before it is timed:
 
@@ -43,7 +45,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -64,13 +66,19 @@ class Suite:
     block_size: int
     shapes: tuple[tuple[int, int], ...]
     tolerance: float  # on ||out - ref|| / ||ref||
+    #: Head sizes our kernel is also checked with on the first shape, as "ours:d<size>" rows (not
+    #: when --shapes picks the points).
+    extra_head_dims: tuple[int, ...] = ()
 
 
 GPU_SUITE = Suite(
     "gpu", "bfloat16", 32, 8, 128, 16, ((1, 4096), (8, 4096), (64, 4096), (32, 16384), (128, 1024)),
     tolerance=2e-2,
 )  # fmt: skip
-SMOKE_SUITE = Suite("smoke", "float32", 4, 2, 32, 16, ((1, 256), (3, 96)), tolerance=1e-4)
+SMOKE_SUITE = Suite(
+    "smoke", "float32", 4, 2, 32, 16, ((1, 256), (3, 96)), tolerance=1e-4,
+    extra_head_dims=(80, 96, 112, 192),  # not powers of two: padded inside the kernel
+)  # fmt: skip
 
 #: COURSE.md §7 targets for our kernel: fraction of copy bandwidth, or microseconds for 1×4096.
 TARGETS = {(1, 4096): ("time_us", 12.0), (8, 4096): ("fraction", 0.80)}
@@ -101,7 +109,7 @@ class Problem:
     kv_bytes: int
 
 
-def build_problem(suite: Suite, batch: int, context: int, device: str) -> Problem:
+def build_problem(suite: Suite, batch: int, context: int, head_dim: int, device: str) -> Problem:
     import torch
 
     from kvcourse.attention import paged_decode_attention_reference
@@ -110,17 +118,17 @@ def build_problem(suite: Suite, batch: int, context: int, device: str) -> Proble
     torch.manual_seed(batch * 100_003 + context)
     pages = context // suite.block_size
     num_blocks = batch * pages
-    shape = (num_blocks, suite.block_size, suite.kv_heads, suite.head_dim)
+    shape = (num_blocks, suite.block_size, suite.kv_heads, head_dim)
     k_cache = torch.randn(shape, device=device, dtype=dtype)
     v_cache = torch.randn(shape, device=device, dtype=dtype)
     # Every sequence's pages scattered over the pool, as a long-running server leaves them.
     block_tables = torch.randperm(num_blocks, device=device).view(batch, pages).to(torch.int32)
     seq_lens = torch.full((batch,), context, dtype=torch.int32, device=device)
-    q = torch.randn(batch, suite.q_heads, suite.head_dim, device=device, dtype=dtype)
+    q = torch.randn(batch, suite.q_heads, head_dim, device=device, dtype=dtype)
     reference = paged_decode_attention_reference(
         q.float(), k_cache.float(), v_cache.float(), block_tables, seq_lens
     )
-    kv_bytes = 2 * batch * context * suite.kv_heads * suite.head_dim * k_cache.element_size()
+    kv_bytes = 2 * batch * context * suite.kv_heads * head_dim * k_cache.element_size()
     return Problem(batch, context, q, k_cache, v_cache, block_tables, seq_lens, reference, kv_bytes)
 
 
@@ -200,12 +208,12 @@ def make_contender(peer: str, p: Problem, device: str):
     """A zero-argument callable computing [batch, q_heads, head_dim], and a note for the table."""
     import torch
 
-    from kvcourse.attention import LaunchConfig, paged_decode_attention
+    from kvcourse.attention import LaunchConfig, head_dim_pad, paged_decode_attention
 
     if peer == "ours" or peer.startswith("ours:"):
         config = None
-        if peer.startswith("ours:"):
-            fields = dict(re.findall(r"([a-z]+)(\d+)", peer.split(":", 1)[1]))
+        fields = peer_fields(peer)
+        if "t" in fields:
             config = LaunchConfig(
                 tile_tokens=int(fields["t"]),
                 num_splits=int(fields["s"]),
@@ -214,6 +222,9 @@ def make_contender(peer: str, p: Problem, device: str):
             )
         args = (p.q, p.k_cache, p.v_cache, p.block_tables, p.seq_lens)
         note = describe_config(config or default_config(p))
+        head_dim = p.q.shape[2]
+        if head_dim_pad(head_dim) != head_dim:
+            note += f", head_dim {head_dim} padded to {head_dim_pad(head_dim)} in the kernel"
         return (lambda: paged_decode_attention(*args, config=config)), note
     if peer == "sdpa":
         k, v = (t.contiguous() for t in contiguous_kv(p))
@@ -246,6 +257,11 @@ def make_contender(peer: str, p: Problem, device: str):
     if peer == "_crash":
         return (lambda: os._exit(7)), "self-test: kills the worker"
     raise ValueError(f"unknown contender {peer!r}; known: {', '.join(PEERS)}")
+
+
+def peer_fields(peer: str) -> dict[str, str]:
+    """The knobs of an "ours:..." contender: t<tile>-s<splits>-w<warps>-st<stages>, d<head_dim>."""
+    return dict(re.findall(r"([a-z]+)(\d+)", peer.split(":", 1)[1])) if ":" in peer else {}
 
 
 def default_config(p: Problem):
@@ -326,13 +342,15 @@ def worker(suite: Suite, items: list[tuple[int, str]], rep_ms: int) -> None:
     for index, (shape_index, peer) in enumerate(items):
         emit("start", item=index)
         batch, context = suite.shapes[shape_index]
+        head_dim = int(peer_fields(peer).get("d", suite.head_dim))
         result: dict[str, object] = {"item": index}
         try:
-            if problem is None or (problem.batch, problem.context) != (batch, context):
+            key = (batch, context, head_dim)
+            if problem is None or (problem.batch, problem.context, problem.q.shape[2]) != key:
                 problem = None
                 if device == "cuda":
                     torch.cuda.empty_cache()
-                problem = build_problem(suite, batch, context, device)
+                problem = build_problem(suite, batch, context, head_dim, device)
             fn, note = make_contender(peer, problem, device)
             out = fn()
             ref = problem.reference
@@ -402,7 +420,7 @@ def _run_worker(
 ) -> tuple[dict[int, dict], tuple[int, dict] | None]:
     """One worker over ``items``: the results it sent, and the item that failed it, if any."""
     command = [sys.executable, __file__, "--worker", json.dumps(items), "--suite", suite.name]
-    command += ["--rep-ms", str(args.rep_ms)]
+    command += ["--rep-ms", str(args.rep_ms), "--head-dim", str(suite.head_dim)]
     finished: dict[int, dict] = {}
     with tempfile.TemporaryFile(mode="w+") as stderr:
         proc = subprocess.Popen(
@@ -595,8 +613,9 @@ def compile_report(suite: Suite) -> int:
         from triton.backends.compiler import GPUTarget
         from triton.compiler import ASTSource
 
-        from kvcourse.attention import choose_launch_config
+        from kvcourse.attention import choose_launch_config, head_dim_pad
         from kvcourse.attention import triton_paged_decode as kernels
+        from kvcourse.attention.launch import group_pad
 
         cuobjdump = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
         if not cuobjdump.exists():
@@ -637,8 +656,9 @@ def compile_report(suite: Suite) -> int:
                 if name.startswith("stride"):
                     attrs[(i,)] = [["tt.divisibility", 16]]
         constants.update(
-            GROUP=group, GROUP_PAD=max(16, 1 << (group - 1).bit_length()),
-            HEAD_DIM=suite.head_dim, BLOCK_SIZE=suite.block_size, TILE=config.tile_tokens,
+            GROUP=group, GROUP_PAD=group_pad(group), HEAD_DIM=suite.head_dim,
+            HEAD_DIM_PAD=head_dim_pad(suite.head_dim), BLOCK_SIZE=suite.block_size,
+            TILE=config.tile_tokens,
             SPLIT=config.num_splits > 1, DOT_PRECISION="tf32",
         )  # fmt: skip
         try:
@@ -682,24 +702,30 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--rep-ms", type=int, default=100, help="do_bench repetition time (ms)")
     parser.add_argument("--quiet", action="store_true", help="no rows as they arrive")
+    parser.add_argument(
+        "--head-dim", type=int, help="head size instead of the suite's (1 to 256; e.g. 80, 96)"
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--suite", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
+    if args.head_dim is not None and not 1 <= args.head_dim <= 256:
+        raise SystemExit(f"--head-dim must be from 1 to 256, got {args.head_dim}")
+    with_head_dim = {"head_dim": args.head_dim} if args.head_dim else {}
     if args.worker:
-        suite = GPU_SUITE if args.suite == "gpu" else SMOKE_SUITE
+        suite = replace(GPU_SUITE if args.suite == "gpu" else SMOKE_SUITE, **with_head_dim)
         worker(suite, [tuple(item) for item in json.loads(args.worker)], args.rep_ms)
         return 0
 
     if args.compile_report:
-        return compile_report(GPU_SUITE)
+        return compile_report(replace(GPU_SUITE, **with_head_dim))
 
     import torch
 
     gpu = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET", "0") in ("", "0")
     if not gpu and not args.smoke:
         print("No CUDA GPU here: running the smoke configuration instead (--smoke).\n")
-    suite = GPU_SUITE if gpu and not args.smoke else SMOKE_SUITE
+    suite = replace(GPU_SUITE if gpu and not args.smoke else SMOKE_SUITE, **with_head_dim)
     peers = [p for p in args.peers.split(",") if p]
     shapes = range(len(suite.shapes))
     if args.shapes:
@@ -707,7 +733,7 @@ def main(argv: list[str] | None = None) -> int:
         if not all(0 <= i < len(suite.shapes) for i in shapes):
             raise SystemExit(f"--shapes: indices 0..{len(suite.shapes) - 1} of {suite.shapes}")
     if args.sweep:
-        if suite is not GPU_SUITE:
+        if suite.name != "gpu":
             raise SystemExit("--sweep needs a GPU (it tunes launch configurations)")
         sms = torch.cuda.get_device_properties(0).multi_processor_count
         items = [(i, peer) for i in shapes for peer in sweep_peers(suite, *suite.shapes[i], sms)]
@@ -715,15 +741,17 @@ def main(argv: list[str] | None = None) -> int:
         # Fast contenders for every shape first, FlexAttention (slow to compile) last, so a spent
         # budget costs the least important numbers.
         first = [p for p in peers if p != "flex"]
-        if suite is SMOKE_SUITE and "ours" in first:  # the split-KV path too, forced
+        if suite.name == "smoke" and "ours" in first:  # the split-KV path too, forced
             first.insert(first.index("ours") + 1, "ours:t16-s3-w4-st1")
         items = [(i, p) for p in first for i in shapes]
         items = sorted(items, key=lambda item: (item[0], first.index(item[1])))
+        if "ours" in first and not args.shapes:  # other head sizes, on the first shape
+            items += [(0, f"ours:d{d}") for d in suite.extra_head_dims]
         if "flex" in peers:
             items += [(i, "flex") for i in shapes]
     if args.budget is None:
-        args.budget = 180.0 if suite is GPU_SUITE and not args.sweep else 240.0
-        if suite is SMOKE_SUITE:
+        args.budget = 180.0 if suite.name == "gpu" and not args.sweep else 240.0
+        if suite.name == "smoke":
             args.budget = 120.0
 
     start = time.monotonic()
@@ -737,7 +765,7 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
 
     out = args.out
-    if out is None and suite is GPU_SUITE:
+    if out is None and suite.name == "gpu":
         gpu_name = re.sub(r"[^A-Za-z0-9]+", "-", env.get("device", "gpu")).strip("-").lower()
         kind = "-sweep" if args.sweep else ""
         out = REPO / "bench" / "results" / f"{dt.date.today().isoformat()}-{gpu_name}{kind}.txt"

@@ -1,8 +1,10 @@
 """The paged-attention benchmark's smoke mode, as CI runs it (bench/paged_attention.py --smoke).
 
 On a machine without a GPU the smoke mode runs tiny float32 problems through Triton's interpreter:
-every contender is checked against the reference and timed, and the table is printed. It also
-checks that the benchmark survives a contender that fails, hangs or kills its worker process.
+every contender is checked against the reference and timed, and the table is printed; our kernel is
+also checked with head sizes that are not powers of two (80, 96, 112, 192). It also checks that the
+benchmark survives a contender that fails, hangs or kills its worker process. Each test starts
+Python processes and runs the interpreter for several seconds, so all are marked slow.
 """
 
 import os
@@ -39,6 +41,7 @@ def table_rows(stdout: str) -> dict[tuple[str, str], str]:
     return rows
 
 
+@pytest.mark.slow
 def test_smoke_run_checks_every_contender_and_prints_the_table():
     result = run_bench()
     assert result.returncode == 0, result.stdout + result.stderr
@@ -51,8 +54,12 @@ def test_smoke_run_checks_every_contender_and_prints_the_table():
             assert rows.get((shape, contender)) == "ok", f"{shape} {contender}:\n{out}"
         # FlexAttention needs torch >= 2.5; where it is missing the row says "failed".
         assert rows.get((shape, "flex")) in ("ok", "failed"), out
+    for head_dim in (80, 96, 112, 192):  # padded inside the kernel, on the first shape
+        assert rows.get(("1×256", f"ours:d{head_dim}")) == "ok", out
+    assert "head_dim 80 padded to 128 in the kernel" in out
 
 
+@pytest.mark.slow
 def test_failing_hanging_and_crashing_contenders_are_reported_not_fatal():
     result = run_bench(
         "--shapes", "0", "--peers", "ours,bogus,_hang,_crash,sdpa", "--item-timeout", "5"
@@ -65,10 +72,13 @@ def test_failing_hanging_and_crashing_contenders_are_reported_not_fatal():
         assert rows.get(("1×256", contender)) == status, result.stdout
 
 
-def test_compile_report_builds_the_gpu_kernel_without_a_gpu():
-    """The kernel compiles for sm_90 (H100/H200) on this machine, pipelined and without spills."""
+@pytest.mark.slow
+@pytest.mark.parametrize("head_dim", ["128", "80"])
+def test_compile_report_builds_the_gpu_kernel_without_a_gpu(head_dim):
+    """The kernel compiles for sm_90 (H100/H200) on this machine, pipelined and without spills,
+    for the benchmark's head size and for one it pads (80, computed as 128)."""
     result = subprocess.run(
-        [sys.executable, str(SCRIPT), "--compile-report"],
+        [sys.executable, str(SCRIPT), "--compile-report", "--head-dim", head_dim],
         capture_output=True,
         text=True,
         timeout=300,
@@ -78,6 +88,7 @@ def test_compile_report_builds_the_gpu_kernel_without_a_gpu():
     assert result.returncode == 0, result.stdout + result.stderr
     if "unavailable" in result.stdout:
         pytest.skip(result.stdout.strip())
+    assert f"head_dim {head_dim}," in result.stdout
     rows = [line.split() for line in result.stdout.splitlines() if line[:1].isdigit()]
     assert len(rows) == 5, result.stdout
     for shape, config, regs, spill, smem, async_copies, mma in rows:

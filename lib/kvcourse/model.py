@@ -10,9 +10,13 @@ RMSNorm and an output projection to the vocabulary.
 new this step (a whole prompt for prefill, one token for decode, mixed freely in one batch). The
 linear layers run on all new tokens of the batch at once; attention runs per sequence, against
 that sequence's cache (selective batching, as in Orca and vLLM). The cache is anything with the
-:class:`~kvcourse.kv.cache.KVCache` methods ``length``, ``write`` and ``read``. Attention can also
-be a function passed in (a :data:`DecodeAttention`, the interface of assignment a2): the model then
-calls it once per new token, over the sequence's blocks.
+:class:`~kvcourse.kv.protocols.KVCache` methods ``length``, ``write`` and ``read``. Attention can
+also be a function passed in (a :data:`DecodeAttention`, the interface of assignment a2): the model
+then calls it once per new token, over the sequence's blocks. ``attention="kernel"`` runs each
+layer's attention for the whole batch through the Triton paged decode kernel, on the paged cache's
+own block arrays and block tables (:mod:`kvcourse.attention.cache_decode`). The kernel takes
+float32, float16 or bfloat16, so that mode needs a cache built in one of them
+(``paged_cache(pool, dtype=torch.float32)``); the rest of the model stays float64.
 
 :func:`paged_vs_contiguous` runs the lecture's experiment in one call: a batch of uneven prompts,
 prefill plus greedy decode steps, on a contiguous cache and on paged caches of several block
@@ -24,16 +28,23 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Literal
 
 import torch
 
+from kvcourse._checks import ceil_div, check_count, is_int
+from kvcourse.attention.backend import kernel_device
 from kvcourse.attention.blockwise import blockwise_attention, contiguous_attention
+from kvcourse.attention.cache_decode import cache_decode_attention, check_cache_for_kernel
 from kvcourse.blocks.pool import BlockPool
-from kvcourse.kv.cache import ContiguousKVCache, KVCache, ManagedKVCache, PagedKVCache
+from kvcourse.kv.cache import ContiguousKVCache, PagedKVCache
+from kvcourse.kv.protocols import KVCache, ManagedKVCache
 
 Batch = Mapping[Hashable, Sequence[int]] | Iterable[tuple[Hashable, Sequence[int]]]
-AttentionMode = Literal["read", "blockwise"]
+#: ``"read"``: gather through ``cache.read``, then plain attention; ``"blockwise"``: walk the
+#: block table with the online softmax; ``"kernel"``: the Triton kernel on the cache's blocks.
+AttentionMode = Literal["read", "blockwise", "kernel"]
 #: Attention of one query over one sequence's paged KV, as assignment a2 writes it:
 #: ``attend(q, k_blocks, v_blocks, block_ids, seq_len)`` with ``q`` ``[Hq, D]``, the block arrays
 #: ``[num_blocks, block_size, Hkv, D]`` and the sequence's physical block ids in logical order.
@@ -117,10 +128,19 @@ class TinyTransformer:
         c = self.config
         return ContiguousKVCache(c.num_layers, c.num_kv_heads, c.head_dim)
 
-    def paged_cache(self, pool: BlockPool) -> PagedKVCache:
-        """An empty paged KV cache shaped for this model, taking its blocks from ``pool``."""
+    def paged_cache(
+        self,
+        pool: BlockPool,
+        *,
+        dtype: torch.dtype = torch.float64,
+        device: str | torch.device = "cpu",
+    ) -> PagedKVCache:
+        """An empty paged KV cache shaped for this model, taking its blocks from ``pool``. For
+        ``attention="kernel"`` pass ``dtype=torch.float32`` (and ``device=kernel_device()``)."""
         c = self.config
-        return PagedKVCache(pool, c.num_layers, c.num_kv_heads, c.head_dim)
+        return PagedKVCache(
+            pool, c.num_layers, c.num_kv_heads, c.head_dim, dtype=dtype, device=device
+        )
 
     # ------------------------------------------------------------------ the model
 
@@ -134,9 +154,11 @@ class TinyTransformer:
         attends to the sequence's cached tokens and to the new tokens up to itself (causal).
         ``attention="read"`` reads each layer's K and V through ``cache.read`` and runs plain
         attention; ``"blockwise"`` walks the block table with the online softmax instead and needs
-        a cache with ``paged_view`` (a :class:`~kvcourse.kv.cache.PagedKVCache`). A function (a
-        :data:`DecodeAttention`) needs ``paged_view`` too; it is called once per new token, with
-        ``seq_len = p + 1`` for the token at position ``p``, which keeps a prefill causal.
+        a cache with ``paged_view`` (a :class:`~kvcourse.kv.cache.PagedKVCache`). ``"kernel"``
+        runs one Triton kernel call per layer for the whole batch, every new token a row of it,
+        and needs a paged cache in a dtype the kernel takes (see the module docstring). A function
+        (a :data:`DecodeAttention`) needs ``paged_view`` too. Both are asked, for the token at
+        position ``p``, about the first ``p + 1`` tokens, which keeps a prefill causal.
 
         Everything is checked before the first write: unknown sequences, bad token ids and, for a
         cache with a ``check_room`` method, a step that would not fit in its memory all raise
@@ -144,11 +166,14 @@ class TinyTransformer:
         """
         items = self._check_batch(batch, cache, attention)
         c = self.config
-        starts = [cache.length(seq_id) for seq_id, _ in items]  # before anything is written
+        ids = [seq_id for seq_id, _ in items]
+        starts = [cache.length(seq_id) for seq_id in ids]  # before anything is written
         sizes = [len(tokens) for _, tokens in items]
         tokens = torch.tensor([t for _, ts in items for t in ts], dtype=torch.long)
         positions = torch.cat([torch.arange(s, s + n) for s, n in zip(starts, sizes, strict=True)])
         bounds = [0, *torch.cumsum(torch.tensor(sizes), 0).tolist()]
+        parts = [slice(a, b) for a, b in pairwise(bounds)]  # each sequence's rows
+        owners = [seq_id for seq_id, n in zip(ids, sizes, strict=True) for _ in range(n)]
 
         x = self.embed[tokens]  # [total_new_tokens, d_model]
         for layer, w in enumerate(self.layers):
@@ -156,16 +181,19 @@ class TinyTransformer:
             q = self._rope((h @ w["wq"]).view(-1, c.num_heads, c.head_dim), positions)
             k = self._rope((h @ w["wk"]).view(-1, c.num_kv_heads, c.head_dim), positions)
             v = (h @ w["wv"]).view(-1, c.num_kv_heads, c.head_dim)
-            out = torch.empty_like(q)
-            for i, (seq_id, _) in enumerate(items):
-                part = slice(bounds[i], bounds[i + 1])
+            for seq_id, part in zip(ids, parts, strict=True):
                 cache.write(seq_id, layer, k[part], v[part])
-                out[part] = self._attend(cache, seq_id, layer, q[part], positions[part], attention)
+            if attention == "kernel":  # one kernel call for the whole batch
+                out = cache_decode_attention(q, cache, layer, owners, positions)  # a PagedKVCache
+            else:  # sequence by sequence
+                out = torch.empty_like(q)
+                for s, p in zip(ids, parts, strict=True):
+                    out[p] = self._attend(cache, s, layer, q[p], positions[p], attention)
             x = x + out.reshape(-1, c.num_heads * c.head_dim) @ w["wo"]
             h = self._rms_norm(x)
             x = x + (torch.nn.functional.silu(h @ w["w_gate"]) * (h @ w["w_up"])) @ w["w_down"]
         logits = self._rms_norm(x) @ self.lm_head
-        return {seq_id: logits[bounds[i] : bounds[i + 1]] for i, (seq_id, _) in enumerate(items)}
+        return {seq_id: logits[part] for seq_id, part in zip(ids, parts, strict=True)}
 
     __call__ = forward
 
@@ -230,20 +258,19 @@ class TinyTransformer:
     def _check_batch(
         self, batch: Batch, cache: KVCache, attention: AttentionMode | DecodeAttention
     ) -> list[tuple[Hashable, list[int]]]:
-        if callable(attention):
+        if callable(attention) or attention == "blockwise":
             if not hasattr(cache, "paged_view"):
+                what = "an attention function" if callable(attention) else "attention='blockwise'"
                 raise TypeError(
-                    f"an attention function walks block tables, so it needs a paged cache with "
-                    f"paged_view(); {type(cache).__name__} has none"
+                    f"{what} walks block tables, so it needs a paged cache with paged_view(); "
+                    f"{type(cache).__name__} has none. Use attention='read'"
                 )
-        elif attention not in ("read", "blockwise"):
+        elif attention == "kernel":
+            check_cache_for_kernel(cache)  # a paged cache in a dtype the kernel takes
+        elif attention != "read":
             raise ValueError(
-                f"attention must be 'read' or 'blockwise' (or a function), got {attention!r}"
-            )
-        if attention == "blockwise" and not hasattr(cache, "paged_view"):
-            raise TypeError(
-                f"attention='blockwise' walks block tables, so it needs a paged cache with "
-                f"paged_view(); {type(cache).__name__} has none. Use attention='read'"
+                f"attention must be 'read', 'blockwise' or 'kernel' (or a function), got "
+                f"{attention!r}"
             )
         pairs = list(batch.items()) if isinstance(batch, Mapping) else list(batch)
         if not pairs:
@@ -261,9 +288,7 @@ class TinyTransformer:
                     f"sequence {seq_id!r} has no new tokens; leave it out of the batch"
                 )
             vocab = self.config.vocab_size
-            if not all(isinstance(t, int) and not isinstance(t, bool) for t in ids) or not all(
-                0 <= t < vocab for t in ids
-            ):
+            if not all(is_int(t) and 0 <= t < vocab for t in ids):
                 raise ValueError(
                     f"sequence {seq_id!r}: token ids must be ints in 0..{vocab - 1}, got {ids}"
                 )
@@ -299,8 +324,7 @@ def max_logit_difference(
     model = model or TinyTransformer()
     if any(isinstance(n, bool) or not isinstance(n, int) or n <= 0 for n in prompt_lengths):
         raise ValueError(f"prompt_lengths must be positive ints, got {list(prompt_lengths)}")
-    if isinstance(decode_steps, bool) or not isinstance(decode_steps, int) or decode_steps < 0:
-        raise ValueError(f"decode_steps must be an int >= 0, got {decode_steps!r}")
+    check_count("decode_steps", decode_steps)
     gen = torch.Generator().manual_seed(seed)
     vocab = model.config.vocab_size
     batch = {
@@ -337,15 +361,21 @@ def paged_vs_contiguous(
     Each paged cache gets a pool with exactly the blocks the run needs, so running out would show
     as an error. ``attention="blockwise"`` (the default) attends block by block with the online
     softmax, so the difference is rounding (about 1e-15); ``"read"`` gathers the blocks into a
-    contiguous tensor first and gives exactly 0.
+    contiguous tensor first and gives exactly 0. ``"kernel"`` runs the Triton kernel on a float32
+    paged cache (on the device :func:`~kvcourse.attention.backend.kernel_device` names), so the
+    difference is float32 rounding (about 1e-6).
     """
     model = TinyTransformer(seed=seed)
     result: dict[int, float] = {}
     for block_size in block_sizes:
         if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size <= 0:
             raise ValueError(f"block sizes must be positive ints, got {block_size!r}")
-        needed = sum(-(-(n + decode_steps) // block_size) for n in prompt_lengths)
-        cache = model.paged_cache(BlockPool(needed, block_size))
+        needed = sum(ceil_div(n + decode_steps, block_size) for n in prompt_lengths)
+        pool = BlockPool(needed, block_size)
+        if attention == "kernel":
+            cache = model.paged_cache(pool, dtype=torch.float32, device=kernel_device())
+        else:
+            cache = model.paged_cache(pool)
         result[block_size] = max_logit_difference(
             cache,
             model=model,

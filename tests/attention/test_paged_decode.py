@@ -2,10 +2,11 @@
 
 On a machine without a GPU the kernel runs in Triton's interpreter, which is slow, so the problems
 here are small; they still cover every page size class (1, 2, 16, 64, 128), tiles that span pages
-and tiles inside one page, GQA ratios 1/4/8, uneven batches, and the split-KV path with empty
-splits. The interpreter computes bfloat16 ``tl.dot`` wrongly, so kernel accuracy is checked in
-float32 and float16 (bfloat16 inputs are widened by the wrapper there). On a GPU the same tests run
-the compiled kernel, plus bfloat16.
+and tiles inside one page, GQA ratios 1/4/8, uneven batches, the split-KV path with empty splits,
+and head sizes that are not powers of two (80, 96, 112, 192: padded inside the kernel). The
+interpreter computes bfloat16 ``tl.dot`` wrongly, so kernel accuracy is checked in float32 and
+float16 (bfloat16 inputs are widened by the wrapper there). On a GPU the same tests run the
+compiled kernel, plus bfloat16.
 """
 
 from __future__ import annotations
@@ -15,14 +16,18 @@ import math
 import pytest
 import torch
 
-from kvcourse.attention import backend as accel
-from kvcourse.attention import paged_decode as pak
 from kvcourse.attention import (
+    KERNEL_HEAD_DIMS,
+    MAX_HEAD_DIM,
+    MAX_SPLITS,
     LaunchConfig,
     choose_launch_config,
+    head_dim_pad,
     paged_decode_attention,
     paged_decode_attention_reference,
 )
+from kvcourse.attention import backend as accel
+from kvcourse.attention import paged_decode as pak
 
 DEVICE = "cuda" if accel.detect_backend().name == "triton-gpu" else "cpu"
 TOLERANCE = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.5e-2}
@@ -117,6 +122,26 @@ def test_kernel_matches_reference(
     config = LaunchConfig(tile_tokens=tile, num_splits=splits)
     out = paged_decode_attention(*problem, config=config)
     case = f"block {block_size}, lens {seq_lens}, GQA {q_heads}/{kv_heads}, {config}"
+    assert_close(out, reference_fp32(*problem), dtype, case)
+
+
+@pytest.mark.parametrize("splits", [1, 3], ids=["one-program", "split-kv"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["fp32", "fp16"])
+@pytest.mark.parametrize("head_dim", [80, 96, 112, 192])
+def test_head_dims_that_are_not_powers_of_two(head_dim, dtype, splits):
+    """Padded to the next power of two inside the kernel, not copied: q, K and V are views of wider
+    tensors whose extra columns hold NaN, so a kernel that read past head_dim would show NaN."""
+    problem = make_problem([5, 40, 17], q_heads=4, kv_heads=2, head_dim=head_dim, block_size=8,
+                           dtype=dtype)  # fmt: skip
+    q, k_cache, v_cache, block_tables, seq_lens = problem
+    wide = head_dim_pad(head_dim)
+    views = []
+    for t in (q, k_cache, v_cache):
+        storage = torch.full((*t.shape[:-1], wide), float("nan"), dtype=dtype, device=DEVICE)
+        storage[..., :head_dim] = t
+        views.append(storage[..., :head_dim])
+    out = paged_decode_attention(*views, block_tables, seq_lens, config=LaunchConfig(16, splits))
+    case = f"head_dim {head_dim} (computed as {wide}), {dtype}, {splits} split(s)"
     assert_close(out, reference_fp32(*problem), dtype, case)
 
 
@@ -234,6 +259,27 @@ def test_launch_plans_for_the_benchmark_shapes():
         assert tiles / config.num_splits >= 2, f"{batch}x{context}: splits too short, {config}"
 
 
+def test_padded_heads_are_planned_as_wide_as_the_kernel_computes_them():
+    assert [head_dim_pad(d) for d in (1, 16, 17, 80, 96, 112, 128, 192, 256)] == [
+        16, 16, 32, 128, 128, 128, 128, 256, 256,
+    ]  # fmt: skip
+    assert KERNEL_HEAD_DIMS == tuple(range(1, MAX_HEAD_DIM + 1))
+    for head_dim, as_wide_as in [(80, 128), (112, 128), (192, 256)]:
+        plans = [
+            choose_launch_config(
+                batch=8,
+                q_heads=32,
+                kv_heads=8,
+                head_dim=d,
+                max_context=4096,
+                dtype=torch.bfloat16,
+                num_sms=132,
+            )  # fmt: skip
+            for d in (head_dim, as_wide_as)
+        ]
+        assert plans[0] == plans[1]
+
+
 def test_interpreter_uses_one_configuration_and_tiles_scale_with_row_bytes():
     config = choose_launch_config(
         batch=1, q_heads=32, kv_heads=8, head_dim=128, max_context=4096, dtype=torch.float16,
@@ -288,8 +334,8 @@ BAD_ARGUMENTS = [
      "power of two"),
     ("block size 256", lambda p: replaced(replaced(p, 1, p[1].repeat(1, 16, 1, 1)), 2,
      p[2].repeat(1, 16, 1, 1)), ValueError, "power of two"),
-    ("head_dim 48", lambda p: [p[0][..., :48], p[1][..., :48], p[2][..., :48], p[3], p[4]],
-     ValueError, "head_dim in"),
+    ("head_dim 320", lambda p: [t.repeat(*[1] * (t.dim() - 1), 5) for t in p[:3]] + list(p[3:]),
+     ValueError, "head_dim from 1 to 256"),
     ("devices", lambda p: replaced(p, 0, p[0].to("meta")), ValueError, "one device"),
 ]  # fmt: skip
 
@@ -310,7 +356,7 @@ def test_bad_scale_is_rejected(bad):
         paged_decode_attention(*problem, scale=bad)
 
 
-@pytest.mark.parametrize("bad", [0, -2, pak.MAX_SPLITS + 1, True, 2.0])
+@pytest.mark.parametrize("bad", [0, -2, MAX_SPLITS + 1, True, 2.0])
 def test_bad_num_splits_is_rejected(bad):
     problem = make_problem([3])
     with pytest.raises(ValueError, match="num_splits"):

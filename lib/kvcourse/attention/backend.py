@@ -75,6 +75,12 @@ def detect_backend() -> Backend:
     )
 
 
+def kernel_device() -> str:
+    """Where the tensors given to the paged-attention kernel should live here: ``"cuda"`` when it
+    runs compiled on a GPU, ``"cpu"`` for the interpreter and the reference."""
+    return "cuda" if detect_backend().name == "triton-gpu" else "cpu"
+
+
 def load_triton() -> ModuleType | None:
     """Import and return ``triton`` set up for this machine, or ``None`` where it is not installed.
 

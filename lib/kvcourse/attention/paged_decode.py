@@ -1,356 +1,47 @@
-"""Paged decode attention (§4): the Triton kernel's public face, its launch plans and its oracle.
+"""Paged decode attention (§4): the Triton kernel's checked entry point, and its oracle.
 
 During decoding every sequence of a batch has one new query token, and it attends to all the keys
 and values the sequence has cached so far. In a paged cache those live in fixed-size *pages*
-(blocks) scattered over one pool, found through each sequence's *block table*:
-
-* ``q``: ``[batch, q_heads, head_dim]``, the new token's queries;
-* ``k_cache``, ``v_cache``: ``[num_blocks, block_size, kv_heads, head_dim]``, the page pool;
-* ``block_tables``: ``[batch, max_blocks]`` int32, entry ``j`` of row ``b`` is the physical page
-  holding tokens ``j·block_size … (j+1)·block_size − 1`` of sequence ``b`` (entries past the
-  sequence's last page are ignored, so they may hold anything, e.g. ``-1``);
-* ``seq_lens``: ``[batch]``, the number of cached tokens of each sequence (at least 1).
+(blocks) scattered over one pool, found through each sequence's *block table*. The tensors' layout
+is described in :mod:`kvcourse.attention.paged_inputs`: ``q`` ``[batch, q_heads, head_dim]``, the
+page pool ``k_cache``/``v_cache`` ``[num_blocks, block_size, kv_heads, head_dim]``, the int32
+``block_tables`` ``[batch, max_blocks]`` and ``seq_lens`` ``[batch]``.
 
 Two functions compute the same thing:
 
-* :func:`paged_decode_attention` runs the Triton kernels of :mod:`kvcourse.attention.triton_paged_decode`
-  -- compiled on a GPU, in Triton's interpreter on a CPU (chosen by :mod:`kvcourse.attention.backend`) -- and
-  falls back to the reference where Triton is not installed;
+* :func:`paged_decode_attention` runs the Triton kernels of
+  :mod:`kvcourse.attention.triton_paged_decode` -- compiled on a GPU, in Triton's interpreter on a
+  CPU (chosen by :mod:`kvcourse.attention.backend`) -- and falls back to the reference where
+  Triton is not installed;
 * :func:`paged_decode_attention_reference` is plain PyTorch: it gathers each sequence's pages into
   one contiguous K and V and computes ``softmax(q Kᵀ · scale) V``. It is the correctness oracle.
 
 Grouped-query attention (GQA) is supported: ``q_heads`` must be a multiple of ``kv_heads``, and
-query head ``h`` uses KV head ``h // (q_heads // kv_heads)``.
-
-How the kernel is launched is decided by :func:`choose_launch_config` from the problem's shape: the
-tile size, how many programs share one sequence's context (split-KV), and Triton's ``num_warps``
-and ``num_stages``. It is a small fixed rule, not an autotuner, so it works in the interpreter too
-and its choices can be read and tested on a laptop.
+query head ``h`` uses KV head ``h // (q_heads // kv_heads)``. How the kernel is launched (tile,
+split-KV, warps, stages) is decided by :func:`~kvcourse.attention.launch.choose_launch_config`.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, replace
-from functools import cache
+from dataclasses import replace
 from types import ModuleType
 
 import torch
 
 from kvcourse.attention.backend import load_triton
-
-#: Element types the Triton kernel accepts (the reference also takes float64).
-KERNEL_DTYPES: tuple[torch.dtype, ...] = (torch.float32, torch.float16, torch.bfloat16)
-#: Head dimensions the kernel supports: powers of two, because Triton tiles are powers of two.
-KERNEL_HEAD_DIMS: tuple[int, ...] = (16, 32, 64, 128, 256)
-#: Largest page (block) size the kernel supports, in tokens; page sizes are powers of two from 1.
-MAX_BLOCK_SIZE = 128
-#: Most programs one sequence's context may be split across.
-MAX_SPLITS = 256
+from kvcourse.attention.launch import (
+    LaunchConfig,
+    check_splits,
+    choose_launch_config,
+    group_pad,
+    head_dim_pad,
+    num_sms,
+)
+from kvcourse.attention.paged_inputs import PagedShapes, check_paged_inputs, check_paged_values
 
 _LOG2_E = 1.4426950408889634
-
-
-# --------------------------------------------------------------------------------------------
-# Launch configurations
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class LaunchConfig:
-    """How the decode kernel is launched.
-
-    * ``tile_tokens``: tokens of K and V one loop iteration reads (a power of two, 16 to 128); a
-      tile may span several pages or be part of one;
-    * ``num_splits``: programs that share one (sequence, KV head); above 1 each writes a partial
-      result and a second kernel merges them (split-KV, "flash-decoding");
-    * ``num_warps``: warps per program; ``num_stages``: tiles whose loads are kept in flight by
-      the compiler's software pipelining (GPU only; the interpreter ignores both).
-    """
-
-    tile_tokens: int
-    num_splits: int = 1
-    num_warps: int = 4
-    num_stages: int = 3
-
-    def __post_init__(self) -> None:
-        if not _is_int(self.tile_tokens) or self.tile_tokens not in (16, 32, 64, 128):
-            raise ValueError(
-                f"LaunchConfig: tile_tokens must be 16, 32, 64 or 128, got {self.tile_tokens!r}"
-            )
-        _check_splits(self.num_splits)
-        if not _is_int(self.num_warps) or self.num_warps not in (1, 2, 4, 8, 16):
-            raise ValueError(
-                f"LaunchConfig: num_warps must be 1, 2, 4, 8 or 16, got {self.num_warps!r}"
-            )
-        if not _is_int(self.num_stages) or not 1 <= self.num_stages <= 8:
-            raise ValueError(
-                f"LaunchConfig: num_stages must be an integer from 1 to 8, got {self.num_stages!r}"
-            )
-
-
-#: Bytes of K one tile should hold on a GPU: 64 tokens of a 128-wide 16-bit head. With V as well
-#: and three pipeline stages the compiled kernel keeps two tiles of K and V in flight in about
-#: 70 KiB of shared memory (read off the kernel compiled for sm_90), so three programs fit on an SM.
-_TILE_BYTES = 16 * 1024
-#: Programs resident per SM when sizing the grid (see _TILE_BYTES).
-_PROGRAMS_PER_SM = 3
-#: Waves of programs to aim for when splitting: more waves, shorter tail when the last ones finish.
-_TARGET_WAVES = 4
-#: A split should cover at least this many tiles, or the partial results cost more than they save.
-_MIN_TILES_PER_SPLIT = 2
-
-
-def choose_launch_config(
-    *,
-    batch: int,
-    q_heads: int,
-    kv_heads: int,
-    head_dim: int,
-    max_context: int,
-    dtype: torch.dtype,
-    num_sms: int | None,
-) -> LaunchConfig:
-    """Pick the launch configuration for one decode step from the problem's shape.
-
-    ``max_context`` is an upper bound on the sequence lengths (the wrapper passes the block table's
-    width × page size, which it knows without reading ``seq_lens`` back from the GPU). ``num_sms``
-    is the GPU's multiprocessor count, or ``None`` for Triton's interpreter on a CPU.
-
-    The rule, for a GPU (the constants are named at the top of the module):
-
-    * the tile holds 16 KiB of K (64 tokens for head_dim 128 in 16-bit), between 16 and 128
-      tokens; with 3 pipeline stages that lets 3 programs share an SM;
-    * one program per (sequence, KV head) when that already makes two full waves
-      (``2 × 3 programs/SM × SMs``); otherwise each sequence's context is split into chunks of
-      whole tiles so that there are about four waves, keeping at least two tiles per chunk
-      (split-KV, for long contexts and small batches);
-    * 4 warps (8 when the group × head_dim accumulator is large) and 3 pipeline stages.
-
-    In the interpreter there is one configuration: the same tile, no split (the interpreter runs
-    programs one after another, so splitting buys nothing there).
-    """
-    for name, value in (
-        ("batch", batch),
-        ("q_heads", q_heads),
-        ("kv_heads", kv_heads),
-        ("head_dim", head_dim),
-        ("max_context", max_context),
-    ):
-        if not _is_int(value) or value < 1:
-            raise ValueError(
-                f"choose_launch_config: {name} must be a positive integer, got {value!r}"
-            )
-    if num_sms is not None and (not _is_int(num_sms) or num_sms < 1):
-        raise ValueError(f"choose_launch_config: num_sms must be None or positive, got {num_sms!r}")
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise TypeError(
-            f"choose_launch_config: dtype must be a torch floating dtype, got {dtype!r}"
-        )
-    element_bytes = dtype.itemsize
-    tile = _TILE_BYTES // (head_dim * element_bytes)
-    tile = min(128, max(16, tile))
-    group_pad = _group_pad(q_heads // max(1, kv_heads))
-    num_warps = 8 if group_pad * head_dim > 8192 else 4
-    if num_sms is None:
-        return LaunchConfig(tile_tokens=tile, num_splits=1, num_warps=num_warps, num_stages=1)
-
-    programs = batch * kv_heads
-    slots = num_sms * _PROGRAMS_PER_SM
-    tiles = math.ceil(max_context / tile)
-    splits = 1
-    if programs < 2 * slots:
-        splits = math.ceil(_TARGET_WAVES * slots / programs)
-        splits = max(1, min(splits, tiles // _MIN_TILES_PER_SPLIT, MAX_SPLITS))
-        # Whole tiles per split, with no split left empty.
-        splits = math.ceil(tiles / math.ceil(tiles / splits))
-    return LaunchConfig(tile_tokens=tile, num_splits=splits, num_warps=num_warps, num_stages=3)
-
-
-@cache
-def _num_sms(device_index: int) -> int:
-    return int(torch.cuda.get_device_properties(device_index).multi_processor_count)
-
-
-# --------------------------------------------------------------------------------------------
-# Argument checks
-# --------------------------------------------------------------------------------------------
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_power_of_two(value: int) -> bool:
-    return value >= 1 and value & (value - 1) == 0
-
-
-def _group_pad(group: int) -> int:
-    # tl.dot needs at least 16 rows on a GPU, and Triton tiles are powers of two.
-    return max(16, 1 << (group - 1).bit_length())
-
-
-def _check_splits(num_splits: object) -> int:
-    if not _is_int(num_splits) or not 1 <= num_splits <= MAX_SPLITS:
-        raise ValueError(
-            "num_splits must be None (chosen from the shape) or an integer from 1 to "
-            f"{MAX_SPLITS}, got {num_splits!r}"
-        )
-    return num_splits
-
-
-@dataclass(frozen=True)
-class _Shapes:
-    batch: int
-    q_heads: int
-    kv_heads: int
-    head_dim: int
-    num_blocks: int
-    block_size: int
-    max_blocks: int
-
-
-def _check_inputs(
-    q: object,
-    k_cache: object,
-    v_cache: object,
-    block_tables: object,
-    seq_lens: object,
-    scale: object,
-    *,
-    for_kernel: bool,
-) -> _Shapes:
-    """Check types, ranks, shapes, dtypes and devices (no values: those may live on a GPU)."""
-    tensors = {
-        "q": q,
-        "k_cache": k_cache,
-        "v_cache": v_cache,
-        "block_tables": block_tables,
-        "seq_lens": seq_lens,
-    }
-    for name, tensor in tensors.items():
-        if not isinstance(tensor, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}")
-
-    layouts = {
-        "q": (q, 3, "[batch, q_heads, head_dim]"),
-        "k_cache": (k_cache, 4, "[num_blocks, block_size, kv_heads, head_dim]"),
-        "v_cache": (v_cache, 4, "[num_blocks, block_size, kv_heads, head_dim]"),
-        "block_tables": (block_tables, 2, "[batch, max_blocks]"),
-        "seq_lens": (seq_lens, 1, "[batch]"),
-    }
-    for name, (tensor, rank, layout) in layouts.items():
-        if tensor.dim() != rank:
-            raise ValueError(
-                f"{name} must have shape {layout} ({rank} dimensions), "
-                f"got shape {tuple(tensor.shape)}"
-            )
-    if k_cache.shape != v_cache.shape:
-        raise ValueError(
-            f"k_cache and v_cache must have the same shape, got {tuple(k_cache.shape)} and "
-            f"{tuple(v_cache.shape)}"
-        )
-
-    batch, q_heads, head_dim = q.shape
-    num_blocks, block_size, kv_heads, cache_head_dim = k_cache.shape
-    if block_tables.shape[0] != batch or seq_lens.shape[0] != batch:
-        raise ValueError(
-            f"q, block_tables and seq_lens must agree on the batch size, got {batch}, "
-            f"{block_tables.shape[0]} and {seq_lens.shape[0]}"
-        )
-    if head_dim < 1:
-        raise ValueError(f"head_dim (q.shape[2]) must be positive, got {head_dim}")
-    if cache_head_dim != head_dim:
-        raise ValueError(
-            f"q's head_dim ({head_dim}) differs from the cache's ({cache_head_dim}); the last "
-            "dimension of q and of k_cache/v_cache must match"
-        )
-    if kv_heads < 1 or q_heads < 1 or q_heads % kv_heads != 0:
-        raise ValueError(
-            f"q_heads ({q_heads}) must be a positive multiple of the cache's kv_heads "
-            f"({kv_heads}): each KV head serves a whole group of query heads (GQA)"
-        )
-    if not _is_power_of_two(block_size) or block_size > MAX_BLOCK_SIZE:
-        raise ValueError(
-            f"block_size (k_cache.shape[1]) must be a power of two from 1 to {MAX_BLOCK_SIZE}, "
-            f"got {block_size}"
-        )
-
-    if q.dtype != k_cache.dtype or q.dtype != v_cache.dtype:
-        raise TypeError(
-            f"q, k_cache and v_cache must have the same dtype, got {q.dtype}, {k_cache.dtype} and "
-            f"{v_cache.dtype}; convert them with .to(...) first"
-        )
-    allowed = KERNEL_DTYPES if for_kernel else (*KERNEL_DTYPES, torch.float64)
-    if q.dtype not in allowed:
-        where = "the Triton kernel" if for_kernel else "the reference"
-        names = ", ".join(str(d).replace("torch.", "") for d in allowed)
-        raise TypeError(f"{where} takes q/k_cache/v_cache in {names}; got {q.dtype}")
-    if block_tables.dtype != torch.int32:
-        raise TypeError(
-            f"block_tables must be int32, got {block_tables.dtype}; convert it with "
-            ".to(torch.int32)"
-        )
-    if seq_lens.dtype not in (torch.int32, torch.int64):
-        raise TypeError(f"seq_lens must be int32 or int64, got {seq_lens.dtype}")
-    if for_kernel and head_dim not in KERNEL_HEAD_DIMS:
-        raise ValueError(
-            f"the Triton kernel supports head_dim in {KERNEL_HEAD_DIMS}, got {head_dim}; pad the "
-            "heads with zeros to the next supported size, or use the reference"
-        )
-
-    devices = {name: tensor.device for name, tensor in tensors.items()}
-    if len(set(devices.values())) > 1:
-        listed = ", ".join(f"{name} on {device}" for name, device in devices.items())
-        raise ValueError(f"all tensors must be on one device, got {listed}")
-
-    if scale is not None:
-        if (
-            isinstance(scale, bool)
-            or not isinstance(scale, (int, float))
-            or not math.isfinite(scale)
-            or scale <= 0
-        ):
-            raise ValueError(
-                f"scale must be None (1/sqrt(head_dim)) or a finite positive number, got {scale!r}"
-            )
-    return _Shapes(
-        batch, q_heads, kv_heads, head_dim, num_blocks, block_size, block_tables.shape[1]
-    )
-
-
-def _check_values(block_tables: torch.Tensor, seq_lens: torch.Tensor, shapes: _Shapes) -> None:
-    """Check seq_lens and the block ids each sequence uses. Reads the tensors (a sync on a GPU)."""
-    lens = seq_lens.to(torch.int64)
-    capacity = shapes.max_blocks * shapes.block_size
-    too_short = torch.nonzero(lens < 1)
-    if too_short.numel():
-        b = int(too_short[0, 0])
-        raise ValueError(
-            f"seq_lens[{b}] = {int(lens[b])}: every sequence needs at least one cached token "
-            "(the new token's own K and V are written to the cache before attention)"
-        )
-    too_long = torch.nonzero(lens > capacity)
-    if too_long.numel():
-        b = int(too_long[0, 0])
-        raise ValueError(
-            f"seq_lens[{b}] = {int(lens[b])} exceeds what the block table can address: "
-            f"{shapes.max_blocks} pages × {shapes.block_size} tokens = {capacity}; widen "
-            "block_tables or check seq_lens"
-        )
-    pages_used = (lens + shapes.block_size - 1) // shapes.block_size
-    columns = torch.arange(shapes.max_blocks, device=lens.device)
-    used = columns[None, :] < pages_used[:, None]
-    bad = used & ((block_tables < 0) | (block_tables >= shapes.num_blocks))
-    where = torch.nonzero(bad)
-    if where.numel():
-        b, j = int(where[0, 0]), int(where[0, 1])
-        raise ValueError(
-            f"block_tables[{b}, {j}] = {int(block_tables[b, j])} is not a page of the cache "
-            f"(valid ids are 0..{shapes.num_blocks - 1}); sequence {b} has {int(lens[b])} tokens, "
-            f"so it uses its first {int(pages_used[b])} table entries"
-        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -381,10 +72,12 @@ def paged_decode_attention_reference(
     ``seq_lens`` and the block ids in use (reading them from a GPU is fine here: this is the slow
     path).
     """
-    shapes = _check_inputs(q, k_cache, v_cache, block_tables, seq_lens, scale, for_kernel=False)
+    shapes = check_paged_inputs(
+        q, k_cache, v_cache, block_tables, seq_lens, scale, for_kernel=False
+    )
     if num_splits is not None:
-        _check_splits(num_splits)
-    _check_values(block_tables, seq_lens, shapes)
+        check_splits(num_splits)
+    check_paged_values(block_tables, seq_lens, shapes)
     scale = 1.0 / math.sqrt(shapes.head_dim) if scale is None else float(scale)
     acc_dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
     group = shapes.q_heads // shapes.kv_heads
@@ -437,8 +130,9 @@ def paged_decode_attention(
     """Decode attention over a paged KV cache with the course's Triton kernel.
 
     Shapes are those of the module docstring; the result is ``[batch, q_heads, head_dim]`` in
-    ``q``'s dtype. Inputs may be float32, float16 or bfloat16 (arithmetic is float32); head_dim one
-    of 16, 32, 64, 128, 256; page size a power of two from 1 to 128; ``block_tables`` int32.
+    ``q``'s dtype. Inputs may be float32, float16 or bfloat16 (arithmetic is float32); head_dim
+    from 1 to 256 (a size that is not a power of two, such as 80 or 192, is padded inside the
+    kernel, not copied); page size a power of two from 1 to 128; ``block_tables`` int32.
 
     * ``scale``: the softmax scale, default ``1/sqrt(head_dim)``;
     * ``num_splits``: force the number of programs per (sequence, KV head) (split-KV); by default
@@ -450,21 +144,21 @@ def paged_decode_attention(
       a GPU the check reads the tensors back and waits for the device, so pass ``validate=True``
       while debugging. An out-of-range id that is not caught reads the wrong memory.
 
-    Runs compiled on a GPU and in Triton's interpreter on a CPU (see :mod:`kvcourse.attention.backend`). In
-    the interpreter, bfloat16 inputs are widened to float32 first (exactly) because the interpreter
-    computes bfloat16 ``tl.dot`` wrongly. Where Triton is not installed it returns
-    :func:`paged_decode_attention_reference`'s result. Raises ``TypeError`` or ``ValueError``
-    saying what was wrong when the arguments do not fit.
+    Runs compiled on a GPU and in Triton's interpreter on a CPU (see
+    :mod:`kvcourse.attention.backend`). In the interpreter, bfloat16 inputs are widened to float32
+    first (exactly) because the interpreter computes bfloat16 ``tl.dot`` wrongly. Where Triton is
+    not installed it returns :func:`paged_decode_attention_reference`'s result. Raises
+    ``TypeError`` or ``ValueError`` saying what was wrong when the arguments do not fit.
     """
-    shapes = _check_inputs(q, k_cache, v_cache, block_tables, seq_lens, scale, for_kernel=True)
+    shapes = check_paged_inputs(q, k_cache, v_cache, block_tables, seq_lens, scale, for_kernel=True)
     if num_splits is not None:
-        _check_splits(num_splits)
+        check_splits(num_splits)
     if config is not None and not isinstance(config, LaunchConfig):
         raise TypeError(f"config must be a LaunchConfig or None, got {type(config).__name__}")
     if validate is None:
         validate = q.device.type == "cpu"
     if validate:
-        _check_values(block_tables, seq_lens, shapes)
+        check_paged_values(block_tables, seq_lens, shapes)
 
     kernels = _load_kernels()
     if kernels is None:
@@ -489,7 +183,7 @@ def paged_decode_attention(
             head_dim=shapes.head_dim,
             max_context=max(1, shapes.max_blocks * shapes.block_size),
             dtype=q.dtype,
-            num_sms=None if interpreted else _num_sms(q.device.index or 0),
+            num_sms=None if interpreted else num_sms(q.device.index or 0),
         )
     if num_splits is not None:
         config = replace(config, num_splits=num_splits)
@@ -512,7 +206,7 @@ def _launch(
     seq_lens: torch.Tensor,
     out: torch.Tensor,
     scale: float,
-    shapes: _Shapes,
+    shapes: PagedShapes,
     config: LaunchConfig,
 ) -> None:
     splits = config.num_splits
@@ -547,8 +241,9 @@ def _launch(
         seq_lens.stride(0),
         *out.stride(),
         GROUP=group,
-        GROUP_PAD=_group_pad(group),
+        GROUP_PAD=group_pad(group),
         HEAD_DIM=shapes.head_dim,
+        HEAD_DIM_PAD=head_dim_pad(shapes.head_dim),
         BLOCK_SIZE=shapes.block_size,
         TILE=config.tile_tokens,
         SPLIT=splits > 1,
@@ -566,7 +261,8 @@ def _launch(
             splits,
             *out.stride(),
             HEAD_DIM=shapes.head_dim,
+            HEAD_DIM_PAD=head_dim_pad(shapes.head_dim),
             SPLITS_PAD=splits_pad,
-            CHUNK=min(splits_pad, max(1, 4096 // shapes.head_dim)),
+            CHUNK=min(splits_pad, max(1, 4096 // head_dim_pad(shapes.head_dim))),
             num_warps=4,
         )

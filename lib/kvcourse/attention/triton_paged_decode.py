@@ -7,9 +7,15 @@ written around that fact.
 ``paged_decode_kernel`` -- one program per (sequence, KV head, split):
 
 * **GQA grouping.** All query heads that share one KV head are handled by the same program, as the
-  rows of one small matrix ``q`` of shape ``[GROUP_PAD, HEAD_DIM]``. Each K and V tile is then read
-  once and used by the whole group through ``tl.dot``. ``tl.dot`` needs at least 16 rows on a GPU,
-  so the group is padded to a power of two of at least 16 with masked rows (never stored).
+  rows of one small matrix ``q`` of shape ``[GROUP_PAD, HEAD_DIM_PAD]``. Each K and V tile is then
+  read once and used by the whole group through ``tl.dot``. ``tl.dot`` needs at least 16 rows on a
+  GPU, so the group is padded to a power of two of at least 16 with masked rows (never stored).
+* **Padded heads.** Triton tiles are powers of two, and real models have heads of 80, 96, 112 or
+  192. The head axis is therefore ``HEAD_DIM_PAD`` wide (the next power of two, at least 16) and
+  every load and store along it is masked with ``offs_d < HEAD_DIM``: the extra columns of ``q``,
+  K and V load as 0, so they add nothing to a score, and the extra output columns are never
+  written. For a power of two ``HEAD_DIM_PAD == HEAD_DIM`` and the mask is always true. The tensors
+  themselves are not copied or padded.
 * **Paged tiles.** The program walks its tokens ``TILE`` at a time. Token ``t`` of a sequence lives
   in logical page ``t // BLOCK_SIZE`` at slot ``t % BLOCK_SIZE``; the block table turns the logical
   page into a physical one. A tile may span several pages (small blocks) or be part of one page
@@ -79,7 +85,8 @@ def paged_decode_kernel(
     stride_out_dim,
     GROUP: tl.constexpr,  # query heads per KV head
     GROUP_PAD: tl.constexpr,  # GROUP rounded up to a power of two, at least 16
-    HEAD_DIM: tl.constexpr,
+    HEAD_DIM: tl.constexpr,  # the head size of the tensors
+    HEAD_DIM_PAD: tl.constexpr,  # HEAD_DIM rounded up to a power of two, at least 16
     BLOCK_SIZE: tl.constexpr,  # tokens per page
     TILE: tl.constexpr,  # tokens per loop iteration
     SPLIT: tl.constexpr,  # True: write partial results for combine_splits_kernel
@@ -97,19 +104,21 @@ def paged_decode_kernel(
     hi = tl.minimum(lo + tiles_per_split * TILE, seq_len)
 
     offs_g = tl.arange(0, GROUP_PAD)
-    offs_d = tl.arange(0, HEAD_DIM)
+    offs_d = tl.arange(0, HEAD_DIM_PAD)
     offs_t = tl.arange(0, TILE)
     q_heads = kv_head * GROUP + offs_g
     head_mask = offs_g < GROUP  # the padding rows beyond the group
+    dim_mask = offs_d < HEAD_DIM  # the padding columns beyond the head
+    q_mask = head_mask[:, None] & dim_mask[None, :]
 
-    # The group's queries, one row per query head: [GROUP_PAD, HEAD_DIM].
+    # The group's queries, one row per query head: [GROUP_PAD, HEAD_DIM_PAD].
     q_ptrs = (
         q_ptr
         + batch * stride_q_batch
         + q_heads[:, None] * stride_q_head
         + offs_d[None, :] * stride_q_dim
     )
-    q = tl.load(q_ptrs, mask=head_mask[:, None], other=0.0)
+    q = tl.load(q_ptrs, mask=q_mask, other=0.0)
 
     k_head_ptr = k_cache_ptr + kv_head * stride_k_head
     v_head_ptr = v_cache_ptr + kv_head * stride_v_head
@@ -117,7 +126,7 @@ def paged_decode_kernel(
 
     m_i = tl.full([GROUP_PAD], float("-inf"), dtype=tl.float32)  # running max of the scores
     l_i = tl.zeros([GROUP_PAD], dtype=tl.float32)  # running sum of exp2(score - m_i)
-    acc = tl.zeros([GROUP_PAD, HEAD_DIM], dtype=tl.float32)  # running sum of weights times V
+    acc = tl.zeros([GROUP_PAD, HEAD_DIM_PAD], dtype=tl.float32)  # running sum of weights times V
 
     # Physical page of every token of the first tile (tokens of one page share an entry).
     tok = lo + offs_t
@@ -134,20 +143,17 @@ def paged_decode_kernel(
             table_ptr + (next_tok // BLOCK_SIZE) * stride_table_page, mask=next_tok < hi, other=0
         )
 
-        # Gather the tile's K and V rows, [TILE, HEAD_DIM] each, through the block table. The page
-        # id is widened to 64 bits: page * stride can pass 2**31 in a large cache.
+        # Gather the tile's K and V rows, [TILE, HEAD_DIM_PAD] each, through the block table. The
+        # page id is widened to 64 bits: page * stride can pass 2**31 in a large cache.
         slot = tok % BLOCK_SIZE
         k_rows = page.to(tl.int64) * stride_k_block + slot * stride_k_slot
         v_rows = page.to(tl.int64) * stride_v_block + slot * stride_v_slot
+        kv_mask = in_range[:, None] & dim_mask[None, :]
         k = tl.load(
-            k_head_ptr + k_rows[:, None] + offs_d[None, :] * stride_k_dim,
-            mask=in_range[:, None],
-            other=0.0,
+            k_head_ptr + k_rows[:, None] + offs_d[None, :] * stride_k_dim, mask=kv_mask, other=0.0
         )
         v = tl.load(
-            v_head_ptr + v_rows[:, None] + offs_d[None, :] * stride_v_dim,
-            mask=in_range[:, None],
-            other=0.0,
+            v_head_ptr + v_rows[:, None] + offs_d[None, :] * stride_v_dim, mask=kv_mask, other=0.0
         )
 
         # Scores of the whole group against the tile, [GROUP_PAD, TILE], in log2 units.
@@ -175,11 +181,7 @@ def paged_decode_kernel(
         # out = 0 and lse = -inf, which gives it weight zero in the combine.
         num_q_heads = num_kv_heads * GROUP
         row = (batch * num_q_heads + q_heads) * num_splits + split
-        tl.store(
-            part_out_ptr + row[:, None] * HEAD_DIM + offs_d[None, :],
-            out,
-            mask=head_mask[:, None],
-        )
+        tl.store(part_out_ptr + row[:, None] * HEAD_DIM + offs_d[None, :], out, mask=q_mask)
         tl.store(part_lse_ptr + row, m_i + tl.log2(l_safe), mask=head_mask)
     else:
         out_ptrs = (
@@ -188,7 +190,7 @@ def paged_decode_kernel(
             + q_heads[:, None] * stride_out_head
             + offs_d[None, :] * stride_out_dim
         )
-        tl.store(out_ptrs, out.to(out_ptr.dtype.element_ty), mask=head_mask[:, None])
+        tl.store(out_ptrs, out.to(out_ptr.dtype.element_ty), mask=q_mask)
 
 
 @triton.jit
@@ -202,6 +204,7 @@ def combine_splits_kernel(
     stride_out_head,
     stride_out_dim,
     HEAD_DIM: tl.constexpr,
+    HEAD_DIM_PAD: tl.constexpr,  # HEAD_DIM rounded up to a power of two
     SPLITS_PAD: tl.constexpr,  # num_splits rounded up to a power of two
     CHUNK: tl.constexpr,  # partial outputs merged per loop iteration (bounds register use)
 ):
@@ -216,8 +219,9 @@ def combine_splits_kernel(
     lse_max = tl.max(lse, axis=0)
     denominator = tl.sum(tl.exp2(lse - lse_max), axis=0)
 
-    offs_d = tl.arange(0, HEAD_DIM)
-    acc = tl.zeros([HEAD_DIM], dtype=tl.float32)
+    offs_d = tl.arange(0, HEAD_DIM_PAD)
+    dim_mask = offs_d < HEAD_DIM
+    acc = tl.zeros([HEAD_DIM_PAD], dtype=tl.float32)
     for chunk_start in tl.range(0, num_splits, CHUNK):
         split = chunk_start + tl.arange(0, CHUNK)
         is_split = split < num_splits
@@ -226,10 +230,11 @@ def combine_splits_kernel(
         )
         part = tl.load(
             part_out_ptr + (first_row + split)[:, None] * HEAD_DIM + offs_d[None, :],
-            mask=is_split[:, None],
+            mask=is_split[:, None] & dim_mask[None, :],
             other=0.0,
         )
         acc += tl.sum(weight[:, None] * part, axis=0)
 
     out_ptrs = out_ptr + batch * stride_out_batch + q_head * stride_out_head
-    tl.store(out_ptrs + offs_d * stride_out_dim, (acc / denominator).to(out_ptr.dtype.element_ty))
+    out = (acc / denominator).to(out_ptr.dtype.element_ty)
+    tl.store(out_ptrs + offs_d * stride_out_dim, out, mask=dim_mask)

@@ -1,99 +1,37 @@
 """KV caches the tiny transformer can run on (§4): one contiguous, one paged.
 
-The model needs only three things from a KV cache (the :class:`KVCache` protocol):
-
-* ``length(seq_id)``: how many tokens of the sequence are stored in every layer;
-* ``write(seq_id, layer, k, v)``: append the keys and values of the new tokens to one layer;
-* ``read(seq_id, layer)``: all the keys and values of one layer, as contiguous tensors.
-
-**The write rule.** One forward pass writes the new tokens' K and V layer by layer, layer 0 first,
-the same number of tokens to each layer. A layer may never get ahead of the layer before it, and
-layer 0 starts a new pass only after the last layer has finished the previous one. The
-sequence's :meth:`~KVCache.length` counts the tokens that *every* layer holds, so it advances when
-the last layer has written; during a forward pass it still reports the tokens that were there
-before, which is where the new tokens' positions start. ``read(seq_id, layer)`` returns whatever
-that layer holds, including tokens written in the current pass.
+Both follow the :class:`~kvcourse.kv.protocols.KVCache` protocol and its write rule (layer 0
+first, the same new tokens to every layer; ``length`` advances when the last layer has written),
+and admit and retire sequences (:class:`~kvcourse.kv.protocols.ManagedKVCache`).
 
 :class:`ContiguousKVCache` keeps one growing tensor per sequence and layer, as systems did before
 PagedAttention. :class:`PagedKVCache` keeps each layer's K and V in block arrays of shape
 ``[num_blocks, block_size, kv_heads, head_dim]`` shared by all sequences, and gives each sequence
 a :class:`~kvcourse.blocks.table.BlockTable` over one :class:`~kvcourse.blocks.pool.BlockPool`;
 every layer uses the same block ids. Its :meth:`~PagedKVCache.read` gathers through the block
-table, and :meth:`~PagedKVCache.kernel_inputs` exports the tensors the paged-attention kernel
-takes. ``PagedKVCache(..., table_factory=...)`` runs on another block table with the same
-interface (:class:`BlockTableLike`), such as the one a student writes in assignment a2. All
-tensors are PyTorch tensors (float64 by default, so rounding is visible only at 1e-16).
+table, :meth:`~PagedKVCache.paged_view` hands one sequence's blocks to blockwise attention, and
+:meth:`~PagedKVCache.kernel_inputs` exports the tensors the paged-attention kernel takes (the
+cache's own block arrays, not copies). ``PagedKVCache(..., table_factory=...)`` runs on another
+block table with the same interface (:class:`~kvcourse.kv.protocols.BlockTableLike`), such as the
+one a student writes in assignment a2. All tensors are PyTorch tensors, float64 by default (so
+rounding is visible only at 1e-16); the Triton kernel takes float32, float16 or bfloat16 caches.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
 
 import torch
 
+from kvcourse._checks import as_index, ceil_div, check_count, check_positive_int
 from kvcourse.blocks.errors import OutOfBlocksError, UnknownSequenceError
-from kvcourse.blocks.pool import BlockPool, as_index
+from kvcourse.blocks.pool import BlockPool
 from kvcourse.blocks.table import BlockTable
 
-
-@runtime_checkable
-class KVCache(Protocol):
-    """What the transformer needs from a KV cache; see the module docstring for the write rule."""
-
-    def length(self, seq_id: Hashable) -> int:
-        """Tokens of sequence ``seq_id`` stored in every layer."""
-        ...
-
-    def write(self, seq_id: Hashable, layer: int, k: torch.Tensor, v: torch.Tensor) -> None:
-        """Append new tokens' ``k`` and ``v``, each ``[new_tokens, kv_heads, head_dim]``."""
-        ...
-
-    def read(self, seq_id: Hashable, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(K, V)`` of ``layer``, each ``[tokens in that layer, kv_heads, head_dim]``."""
-        ...
-
-
-@runtime_checkable
-class ManagedKVCache(KVCache, Protocol):
-    """A :class:`KVCache` that also admits and retires sequences (what a runner needs)."""
-
-    def add_sequence(self, seq_id: Hashable) -> None:
-        """Start an empty sequence ``seq_id``."""
-        ...
-
-    def free_sequence(self, seq_id: Hashable) -> None:
-        """Forget sequence ``seq_id`` and give back its memory."""
-        ...
-
-
-@runtime_checkable
-class BlockTableLike(Protocol):
-    """What :class:`PagedKVCache` needs from a block table (a part of
-    :class:`~kvcourse.blocks.table.BlockTable`'s interface, the part assignment a2 re-implements)."""
-
-    @property
-    def num_tokens(self) -> int:
-        """Tokens the table has room reserved for."""
-        ...
-
-    @property
-    def block_ids(self) -> Sequence[int]:
-        """Physical block ids in logical order."""
-        ...
-
-    def append(self, num_tokens: int = 1) -> list[int]:
-        """Reserve slots for ``num_tokens`` more tokens (all or nothing); the new block ids."""
-        ...
-
-    def slot_of(self, position: int) -> tuple[int, int]:
-        """``(physical block, offset)`` of token ``position``."""
-        ...
-
-    def free(self) -> object:
-        """Give every block back to the pool and empty the table."""
-        ...
+# KVCache and ManagedKVCache are used by the callers of these caches; they are named here too for
+# code that imports them from this module.
+from kvcourse.kv.protocols import BlockTableLike, KVCache, ManagedKVCache  # noqa: F401
 
 
 @dataclass(frozen=True)
@@ -123,13 +61,9 @@ class _LayeredKVCache:
         dtype: torch.dtype = torch.float64,
         device: str | torch.device = "cpu",
     ) -> None:
-        for name, value in (
-            ("num_layers", num_layers),
-            ("num_kv_heads", num_kv_heads),
-            ("head_dim", head_dim),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        num_layers = check_positive_int("num_layers", num_layers)
+        num_kv_heads = check_positive_int("num_kv_heads", num_kv_heads)
+        head_dim = check_positive_int("head_dim", head_dim)
         if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
             raise TypeError(f"dtype must be a floating torch dtype like torch.float64, got {dtype}")
         self.num_layers = num_layers
@@ -360,10 +294,8 @@ class PagedKVCache(_LayeredKVCache):
             if isinstance(table, BlockTable):
                 total += table.blocks_needed(count)
                 continue
-            count = as_index(count, "the number of new tokens")
-            if count < 0:
-                raise ValueError(f"the number of new tokens must be zero or more, got {count}")
-            total += -(-(table.num_tokens + count) // self.block_size) - len(table.block_ids)
+            count = check_count("the number of new tokens", count)
+            total += ceil_div(table.num_tokens + count, self.block_size) - len(table.block_ids)
         return total
 
     def check_room(self, new_tokens: Mapping[Hashable, int]) -> None:
