@@ -17,7 +17,7 @@ from typing import Literal
 
 from kvcourse.blocks.sharing import ForkAppendFree
 from kvcourse.generation._setup import ManagerFactory, new_manager
-from kvcourse.kv.cache import ManagedKVCache
+from kvcourse.kv.protocols import ManagedKVCache
 from kvcourse.kv.sharing_cache import SharingPagedKVCache
 from kvcourse.model import TinyTransformer
 
