@@ -314,6 +314,18 @@ def copy_bandwidth(device: str) -> tuple[float, str]:
     return 2 * nbytes / (ms * 1e-3), f"{nbytes >> 20} MiB copy, read + write, median"
 
 
+def driver_version() -> str | None:
+    """The NVIDIA driver's version as nvidia-smi reports it, or None where it cannot be asked."""
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=20, check=True,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip().splitlines()[0] if out.stdout.strip() else None
+
+
 def worker(suite: Suite, items: list[tuple[int, str]], rep_ms: int) -> None:
     import torch
 
@@ -332,6 +344,8 @@ def worker(suite: Suite, items: list[tuple[int, str]], rep_ms: int) -> None:
         "env",
         device=name,
         sms=sms,
+        driver=driver_version() if device == "cuda" else None,
+        cuda=torch.version.cuda if device == "cuda" else None,
         torch=torch.__version__,
         triton=triton.__version__,
         backend=backend.name,
@@ -512,7 +526,9 @@ def report(suite: Suite, items, env: dict, results: list[dict], wall_s: float) -
     sms = f" ({env['sms']} SMs)" if env.get("sms") else ""
     lines = [
         f"Paged decode attention benchmark, {now}",
-        f"device: {env.get('device', '?')}{sms} | torch {env.get('torch', '?')} | "
+        f"device: {env.get('device', '?')}{sms}"
+        + (f" | driver {env['driver']} | CUDA {env.get('cuda')}" if env.get("driver") else "")
+        + f" | torch {env.get('torch', '?')} | "
         f"triton {env.get('triton', '?')} | backend {env.get('backend', '?')}",
         f"problem: {suite.dtype}, head_dim {suite.head_dim}, {suite.q_heads} query / "
         f"{suite.kv_heads} KV heads, block size {suite.block_size}, pages shuffled over the pool",
@@ -549,6 +565,49 @@ def report(suite: Suite, items, env: dict, results: list[dict], wall_s: float) -
             lines.append(f"  {shape[0]}×{shape[1]}: {text}: {'met' if met else 'MISSED'}")
     lines += ["", f"wall time {wall_s:.0f} s"]
     return "\n".join(lines)
+
+
+def results_record(
+    suite: Suite, items, env: dict, results: list[dict], wall_s: float, *, sweep: bool
+) -> dict:
+    """The run as data, written next to the table as ``<name>.json``: what the book's §4 reads
+    (``kvcourse.viz.kernel_results``). One row per measured item, in the table's order."""
+    rows = []
+    for (shape_index, peer), result in zip(items, results, strict=True):
+        batch, context = suite.shapes[shape_index]
+        row = {"batch": batch, "context": context, "contender": peer}
+        row["status"] = result.get("status", "?")
+        row["note"] = result.get("note", "")
+        if "ms" in result:
+            rate = result["kv_bytes"] / (result["ms"] * 1e-3)
+            row["time_us"] = result["ms"] * 1e3
+            row["kv_gb_per_s"] = rate / 1e9
+            row["copy_share"] = rate / env["copy_bandwidth"] if env.get("copy_bandwidth") else None
+            row["rel_err"] = result["error"]
+        rows.append(row)
+    return {
+        "benchmark": "paged_decode_attention",
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "suite": suite.name,
+        "sweep": sweep,
+        "backend": env.get("backend"),
+        "device": env.get("device"),
+        "driver": env.get("driver"),
+        "cuda": env.get("cuda"),
+        "sms": env.get("sms"),
+        "torch": env.get("torch"),
+        "triton": env.get("triton"),
+        "copy_bandwidth_bytes_per_s": env.get("copy_bandwidth"),
+        "problem": {
+            "dtype": suite.dtype,
+            "head_dim": suite.head_dim,
+            "q_heads": suite.q_heads,
+            "kv_heads": suite.kv_heads,
+            "block_size": suite.block_size,
+        },
+        "wall_s": wall_s,
+        "rows": rows,
+    }
 
 
 def _join(cells: list[str]) -> str:
@@ -761,7 +820,8 @@ def main(argv: list[str] | None = None) -> int:
     env, results = run_items(suite, items, args)
     if not args.quiet:
         print()
-    text = report(suite, items, env, results, time.monotonic() - start)
+    wall_s = time.monotonic() - start
+    text = report(suite, items, env, results, wall_s)
     print(text)
 
     out = args.out
@@ -772,7 +832,9 @@ def main(argv: list[str] | None = None) -> int:
     if out is not None:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         Path(out).write_text(text + "\n", encoding="utf-8")
-        print(f"\nwritten to {out}")
+        record = results_record(suite, items, env, results, wall_s, sweep=bool(args.sweep))
+        Path(out).with_suffix(".json").write_text(json.dumps(record, indent=1) + "\n", "utf-8")
+        print(f"\nwritten to {out} and {Path(out).with_suffix('.json').name}")
 
     ours = [r for (_, peer), r in zip(items, results, strict=True) if peer.startswith("ours")]
     return 0 if ours and all(r.get("status") == "ok" for r in ours) else 1

@@ -18,15 +18,16 @@ PUBLIC = {
 }  # fmt: skip
 
 
-def test_the_public_names_stay_the_same():
+def test_public_names_are_kept_and_all_exist():
+    # Pages and notebooks import these: a name may be added, never dropped.
     assert len(viz.__all__) == len(set(viz.__all__))
-    assert set(viz.__all__) == PUBLIC
-    assert all(hasattr(viz, name) for name in PUBLIC)
+    assert set(viz.__all__) >= PUBLIC
+    assert all(hasattr(viz, name) for name in viz.__all__)
 
 
 def test_each_name_comes_from_its_chapter_module():
     # Every public class and function is defined in one of the package's modules.
-    for name in PUBLIC:
+    for name in viz.__all__:
         module = getattr(getattr(viz, name), "__module__", None)
         assert module is None or module.startswith("kvcourse.viz.")
     assert viz.draw_arena.__module__ == "kvcourse.viz.arena"

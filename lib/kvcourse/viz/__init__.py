@@ -7,7 +7,8 @@
 * §4, PagedAttention: :mod:`kvcourse.viz.block_table_frames` (a block table recorded step by
   step), :mod:`kvcourse.viz.block_tables` (those frames drawn, as small multiples or an
   animation), :mod:`kvcourse.viz.block_size` (waste against block size),
-  :mod:`kvcourse.viz.overview` (the scheduler and its GPU workers);
+  :mod:`kvcourse.viz.overview` (the scheduler and its GPU workers),
+  :mod:`kvcourse.viz.kernel_results` (the kernel's recorded GPU measurements);
 * §5, sharing: :mod:`kvcourse.viz.sharing_frames` (shared block tables recorded from a block
   manager), :mod:`kvcourse.viz.sharing` (those frames drawn, with copy-on-write),
   :mod:`kvcourse.viz.beams` (beam-search fork trees and what sharing saves);
@@ -55,6 +56,12 @@ from kvcourse.viz.block_tables import (
 from kvcourse.viz.buddy import (
     WalkthroughArtists,
     draw_buddy_walkthrough,
+)
+from kvcourse.viz.kernel_results import (
+    KernelRun,
+    gpu_kernel_runs,
+    kernel_run_rows,
+    latest_gpu_kernel_run,
 )
 from kvcourse.viz.memory import (
     memory_breakdown_bars,
@@ -153,4 +160,9 @@ __all__ = [
     "render_frame_png",
     "html_table",
     "markdown_table",
+    # §4's GPU measurements
+    "KernelRun",
+    "gpu_kernel_runs",
+    "kernel_run_rows",
+    "latest_gpu_kernel_run",
 ]
