@@ -73,3 +73,5 @@ def test_layer_order_and_summaries():
         == "A sentence that goes on over lines"
     )
     assert first_sentence(None) == ""
+    assert first_sentence("A :class:`~kvcourse.blocks.pool.BlockPool`.") == "A `BlockPool`."
+    assert first_sentence("See :mod:`kvcourse.kv` and ``x``.") == "See `kvcourse.kv` and `x`."

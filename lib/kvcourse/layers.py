@@ -9,6 +9,7 @@ map of the library.
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,11 +65,20 @@ def module_files(root: Path = PACKAGE_DIR) -> dict[str, Path]:
     return dict(sorted(found.items(), key=lambda item: (item[0] != "kvcourse", _sort_key(item[0]))))
 
 
+#: A Sphinx cross-reference such as :class:`~kvcourse.blocks.pool.BlockPool`.
+_ROLE = re.compile(r":[a-z]+:`(~?)([^`]+)`")
+
+
 def first_sentence(docstring: str | None) -> str:
-    """The first sentence of a docstring's first paragraph, joined onto one line."""
+    """The first sentence of a docstring's first paragraph, joined onto one line, as Markdown:
+    Sphinx roles become inline code (``:class:`~a.b.C``` → ```C```)."""
     if not docstring:
         return ""
     paragraph = " ".join(docstring.strip().split("\n\n")[0].split())
+    paragraph = _ROLE.sub(
+        lambda m: f"`{m.group(2).rsplit('.', 1)[-1] if m.group(1) else m.group(2)}`", paragraph
+    )
+    paragraph = paragraph.replace("``", "`")
     end = paragraph.find(". ")
     return paragraph if end < 0 else paragraph[: end + 1]
 
