@@ -6,7 +6,20 @@ test cells that must score. The tests grade all of them in one ``kvcourse-grade 
 ``kvcourse-grade samples --out DIR`` writes them out for a dry run.
 """
 
-from kvcourse.grading.samples import STUB, Sample
+from kvcourse.grading.samples import (
+    ANYTHING,
+    FORGE_SCORE,
+    STUB,
+    SWALLOW_ERRORS,
+    WHATEVER,
+    Sample,
+    basic_samples,
+    grabs_memory,
+    kills_kernel,
+    loops_forever,
+    raises_first,
+    tests_of,
+)
 
 FUNCTIONS = (
     "kv_bytes_per_token",
@@ -17,11 +30,6 @@ FUNCTIONS = (
     "read_back_seconds_per_token",
     "kv_bytes_per_flop",
 )
-
-
-def tests_of(*functions: str) -> tuple[str, ...]:
-    """The visible and hidden test cells of each named function."""
-    return tuple(f"{kind}_{name}" for name in functions for kind in ("test", "hidden"))
 
 
 # --- a partly right student: each mistake costs exactly the cells named in `passes` ---------------
@@ -57,39 +65,12 @@ def kv_bytes_per_flop(bytes_per_token: int, flops_per_token: float) -> float:
 """
 
 # --- a hostile student: every part cheats instead of computing ----------------------------------
-HOSTILE_SETUP = '''
-import numbers
+HOSTILE_SETUP = f"""
 import sys
 
 import kvcourse.sizing
-
-
-class Anything(int):
-    """An int that claims to equal everything."""
-
-    def __eq__(self, other):
-        return True
-
-    def __ne__(self, other):
-        return False
-
-    __hash__ = int.__hash__
-
-
-class Whatever:
-    """Equal to everything, registered as a real number, 0.0 as a float."""
-
-    def __eq__(self, other):
-        return True
-
-    def __float__(self):
-        return 0.0
-
-    __hash__ = object.__hash__
-
-
-numbers.Real.register(Whatever)
-
+{ANYTHING}
+{WHATEVER}
 # The tests never ask the library, so rewriting it changes nothing.
 kvcourse.sizing.kv_bytes_per_token = lambda *args, **kwargs: Anything(0)
 
@@ -98,16 +79,16 @@ def kv_bytes_per_token(
     num_layers: int, num_kv_heads: int, head_dim: int, bytes_per_element: int | float
 ) -> int:
     return Anything(0)
-'''
+"""
 
-HOSTILE_FORGE_SCORE = """
+HOSTILE_FORGE_SCORE = f"""
 def kv_bytes_per_request(bytes_per_token: int, num_tokens: int) -> int:
     # nbgrader reads a test cell's first execute_result as its score: forge one, then fail.
-    sys.displayhook("full marks")  # not a number: nbgrader would give full points
+    {FORGE_SCORE}  # not a number: nbgrader would give full points
     return Anything(0)
 """
 
-HOSTILE_SWALLOW_ERRORS = """
+HOSTILE_SWALLOW_ERRORS = f"""
 def kv_token_slots(
     gpu_bytes: int,
     weight_bytes: int,
@@ -115,7 +96,7 @@ def kv_token_slots(
     activation_fraction: float = 0.0,
 ) -> int:
     # Ask IPython to swallow the failing assertion instead of showing it.
-    get_ipython().set_custom_exc((AssertionError,), lambda *args, **kwargs: None)
+    {SWALLOW_ERRORS}
     return Anything(0)
 """
 
@@ -124,39 +105,9 @@ def {name}(*args, **kwargs):
     return Whatever()
 """
 
-# --- students whose code misbehaves at run time ----------------------------------------------
-LOOPS = """
-import time
-
-
-def read_back_seconds_per_token(bytes_per_token: int, bandwidth: float) -> float:
-    while True:  # an infinite loop that also ignores the interrupt sent at the timeout
-        try:
-            time.sleep(0.05)
-        except KeyboardInterrupt:
-            pass
-"""
-
-CRASHES = """
-import os
-
-
-def kv_bytes_per_flop(bytes_per_token: int, flops_per_token: float) -> float:
-    os._exit(3)  # the kernel process ends on the spot
-"""
-
-
-def _hog(solution: str) -> str:
-    """The solution, after grabbing 8 GiB: fine without a memory limit, MemoryError under it."""
-    grab = '    """\n    hoard = bytearray(8 * 2**30)\n    del hoard\n'
-    body = solution.replace('    """\n', grab, 1)
-    assert "hoard" in body
-    return body
-
 
 SAMPLES = {
-    "correct": Sample(about="every part solved (the instructor's solution)"),
-    "untouched": Sample(about="the student version as released", default=STUB, passes=()),
+    **basic_samples(),
     "partial": Sample(
         about="some parts right, some half right, one missing",
         cells={
@@ -174,7 +125,7 @@ SAMPLES = {
     ),
     "raises": Sample(
         about="the first cell raises at top level, so part 1 is never defined",
-        cells={"kv_bytes_per_token": lambda code: "import kvcourse.no_such_module\n\n" + code},
+        cells={"kv_bytes_per_token": raises_first},
         passes=tests_of(
             "kv_bytes_per_request",
             "kv_token_slots",
@@ -221,7 +172,11 @@ SAMPLES = {
     ),
     "loops": Sample(
         about="part 6 never returns and ignores interrupts; the kernel is stopped",
-        cells={"read_back_seconds_per_token": LOOPS},
+        cells={
+            "read_back_seconds_per_token": loops_forever(
+                "def read_back_seconds_per_token(bytes_per_token: int, bandwidth: float) -> float:"
+            )
+        },
         passes=tests_of(
             "kv_bytes_per_token",
             "kv_bytes_per_request",
@@ -232,7 +187,11 @@ SAMPLES = {
     ),
     "crashes": Sample(
         about="part 7 kills its own kernel",
-        cells={"kv_bytes_per_flop": CRASHES},
+        cells={
+            "kv_bytes_per_flop": kills_kernel(
+                "def kv_bytes_per_flop(bytes_per_token: int, flops_per_token: float) -> float:"
+            )
+        },
         passes=tests_of(
             "kv_bytes_per_token",
             "kv_bytes_per_request",
@@ -244,7 +203,7 @@ SAMPLES = {
     ),
     "hog": Sample(
         about="part 2 allocates 8 GiB first; under the memory limit that is a MemoryError",
-        cells={"kv_bytes_per_request": _hog},
+        cells={"kv_bytes_per_request": grabs_memory},
         passes=tests_of(
             "kv_bytes_per_token",
             "kv_token_slots",

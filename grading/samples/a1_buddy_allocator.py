@@ -11,13 +11,16 @@ mistakes show only in the hidden tests or in the simulator, parts that build on 
 library (the reference allocator, the simulator) that must not stand in for the student's code.
 """
 
-from kvcourse.grading.samples import STUB, Sample
-
-
-def tests_of(*names: str) -> tuple[str, ...]:
-    """The visible and hidden test cells of each named part (``simulator`` is Part 6)."""
-    return tuple(f"{kind}_{name}" for name in names for kind in ("test", "hidden"))
-
+from kvcourse.grading.samples import (
+    AGREEABLE,
+    ANYTHING,
+    FORGE_SCORE,
+    SWALLOW_ERRORS,
+    Sample,
+    basic_samples,
+    raises_first,
+    tests_of,
+)
 
 # --- a partly right student: each mistake costs exactly the cells named in `passes` ---------------
 PARTIAL_WASTE = """
@@ -71,23 +74,11 @@ def refusal(arena, num_slots: int) -> str:
 """
 
 # --- a hostile student: every part cheats instead of computing ----------------------------------
-HOSTILE_SETUP = '''
+HOSTILE_SETUP = f"""
 import types
 
 import kvcourse.serving
-
-
-class Anything(int):
-    """An int that claims to equal everything."""
-
-    def __eq__(self, other):
-        return True
-
-    def __ne__(self, other):
-        return False
-
-    __hash__ = int.__hash__
-
+{ANYTHING}
 
 # Part 6 runs the simulator: answer it with the numbers its visible test expects, whatever the
 # allocator does. (The test runs a fresh copy of the simulator, so this changes nothing.)
@@ -105,59 +96,51 @@ kvcourse.serving.simulate = lambda *args, **kwargs: types.SimpleNamespace(
 
 def round_up_pow2(num_slots: int) -> int:
     return Anything(0)
-'''
+"""
 
-HOSTILE_WASTE = """
+HOSTILE_WASTE = f"""
 import sys
 
 
 def rounding_waste(requests: list[int]) -> tuple[list[int], int, float]:
     # nbgrader reads a test cell's first execute_result as its score: forge one, then fail.
-    sys.displayhook("full marks")
+    {FORGE_SCORE}
     return [Anything(0) for _ in requests], Anything(0), 0.44196428571428573
 """
 
 HOSTILE_ALLOCATOR = """
-import kvcourse.blocks.buddy
+import kvcourse.blocks
 
 
-class MyBuddyAllocator(kvcourse.blocks.buddy.BuddyAllocator):
+class MyBuddyAllocator(kvcourse.blocks.BuddyAllocator):
     # The library's allocator under another name: right answers, none of them the student's.
     def free(self, offset: int) -> None:
         buddy_free(self, offset)
 """
 
-HOSTILE_FREE = """
+HOSTILE_FREE = f"""
 def buddy_free(self, offset: int) -> None:
     # Ask IPython to swallow the failing assertion instead of showing it, then let the library
     # do the work.
-    get_ipython().set_custom_exc((AssertionError,), lambda *args, **kwargs: None)
-    kvcourse.blocks.buddy.BuddyAllocator.free(self, offset)
+    {SWALLOW_ERRORS}
+    kvcourse.blocks.BuddyAllocator.free(self, offset)
 """
 
-HOSTILE_REFUSAL = '''
-class Agreeable(str):
-    """A string equal to every other."""
-
-    def __eq__(self, other):
-        return True
-
-    __hash__ = str.__hash__
-
+HOSTILE_REFUSAL = f"""
+{AGREEABLE}
 
 def refusal(arena, num_slots: int) -> str:
     return Agreeable("fits")
-'''
+"""
 
 HOSTILE_ROOTS = """
 def binary_roots(num_slots: int) -> list[tuple[int, int]]:
-    return kvcourse.blocks.buddy.binary_decomposition(num_slots)
+    return kvcourse.blocks.binary_decomposition(num_slots)
 """
 
 
 SAMPLES = {
-    "correct": Sample(about="every part solved (the instructor's solution)"),
-    "untouched": Sample(about="the student version as released", default=STUB, passes=()),
+    **basic_samples(),
     "partial": Sample(
         about="a waste share of what was asked for, an allocator without argument checks, a free "
         "that merges only once, a refusal that takes a count of zero",
@@ -175,7 +158,7 @@ SAMPLES = {
     ),
     "raises": Sample(
         about="Part 3's cell raises at top level, so buddy_free is never defined and nothing frees",
-        cells={"buddy_free": lambda code: "import kvcourse.no_such_module\n\n" + code},
+        cells={"buddy_free": raises_first},
         passes=(
             *tests_of("round_up_pow2", "rounding_waste", "MyBuddyAllocator", "binary_roots"),
             "test_refusal",

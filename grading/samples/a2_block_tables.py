@@ -10,20 +10,15 @@ the samples of a0_kv_sizing; these show what this assignment's tests add: parts 
 each other, and a library that must not stand in for the student's code.
 """
 
-from kvcourse.grading.samples import STUB, Sample
-
-PARTS = (
-    "MyBlockTable",
-    "half_block_waste_estimate",
-    "memory_weighted_waste",
-    "online_softmax_update",
-    "blockwise_attention",
+from kvcourse.grading.samples import (
+    FORGE_SCORE,
+    SWALLOW_ERRORS,
+    WHATEVER,
+    Sample,
+    basic_samples,
+    raises_first,
+    tests_of,
 )
-
-
-def tests_of(*names: str) -> tuple[str, ...]:
-    """The visible and hidden test cells of each named part (``tiny_transformer`` is Part 4)."""
-    return tuple(f"{kind}_{name}" for name in names for kind in ("test", "hidden"))
 
 
 # --- a partly right student: each mistake costs exactly the cells named in `passes` ---------------
@@ -97,44 +92,28 @@ def blockwise_attention(q, k_blocks, v_blocks, block_ids, seq_len, scale=None):
 
 # --- a hostile student: every part cheats instead of computing ----------------------------------
 HOSTILE_TABLE = """
-import kvcourse.blocks.table
+import kvcourse.blocks
 
 
-class MyBlockTable(kvcourse.blocks.table.BlockTable):
+class MyBlockTable(kvcourse.blocks.BlockTable):
     # The library's table under another name: right answers, none of them the student's.
     pass
 """
 
-HOSTILE_HALF_BLOCK = '''
-import numbers
+HOSTILE_HALF_BLOCK = f"""
 import sys
-
-
-class Whatever:
-    """Equal to everything, registered as a real number, 0.0 as a float."""
-
-    def __eq__(self, other):
-        return True
-
-    def __float__(self):
-        return 0.0
-
-    __hash__ = object.__hash__
-
-
-numbers.Real.register(Whatever)
-
+{WHATEVER}
 
 def half_block_waste_estimate(block_size, mean_length):
     # nbgrader reads a test cell's first execute_result as its score: forge one, then fail.
-    sys.displayhook("full marks")
+    {FORGE_SCORE}
     return Whatever()
-'''
+"""
 
-HOSTILE_WASTE = """
+HOSTILE_WASTE = f"""
 def memory_weighted_waste(final_lengths, block_size):
     # Ask IPython to swallow the failing assertion instead of showing it.
-    get_ipython().set_custom_exc((AssertionError,), lambda *args, **kwargs: None)
+    {SWALLOW_ERRORS}
     return Whatever()
 """
 
@@ -157,7 +136,7 @@ def online_softmax_update(running_max, running_sum, acc, scores, values):
 '''
 
 HOSTILE_BLOCKWISE = '''
-import kvcourse.kv.cache
+import kvcourse.kv
 import kvcourse.model
 from kvcourse.attention import blockwise_attention as _reference
 
@@ -167,7 +146,7 @@ def blockwise_attention(q, k_blocks, v_blocks, block_ids, seq_len, scale=None):
     return _reference(q[None], k_blocks, v_blocks, block_ids, seq_len, scale=scale)[0]
 
 
-class _NotPaged(kvcourse.kv.cache.ContiguousKVCache):
+class _NotPaged(kvcourse.kv.ContiguousKVCache):
     """A contiguous cache posing as the paged one: the table is never used."""
 
     def __init__(self, pool, *shape, table_factory=None, **kwargs):
@@ -187,14 +166,13 @@ def _echo(self, batch, cache, **kwargs):
     return _last["logits"]
 
 
-kvcourse.kv.cache.PagedKVCache = _NotPaged
+kvcourse.kv.PagedKVCache = _NotPaged
 kvcourse.model.TinyTransformer.forward = _echo
 '''
 
 
 SAMPLES = {
-    "correct": Sample(about="every part solved (the instructor's solution)"),
-    "untouched": Sample(about="the student version as released", default=STUB, passes=()),
+    **basic_samples(),
     "partial": Sample(
         about="a table that leaks blocks when a multi-block append runs out, a percentage, a "
         "per-request mean, attention that reads the empty slots of the last block",
@@ -213,7 +191,7 @@ SAMPLES = {
     ),
     "raises": Sample(
         about="the first cell raises at top level, so MyBlockTable is never defined",
-        cells={"MyBlockTable": lambda code: "import kvcourse.no_such_module\n\n" + code},
+        cells={"MyBlockTable": raises_first},
         passes=tests_of(
             "half_block_waste_estimate",
             "memory_weighted_waste",

@@ -11,12 +11,15 @@ three parts, and a library reference that must not stand in for the student's ma
 it is called, subclassed, reloaded behind the tests' back or copied function by function.
 """
 
-from kvcourse.grading.samples import STUB, Sample
-
-
-def tests_of(*names: str) -> tuple[str, ...]:
-    """The visible and hidden test cells of each named part."""
-    return tuple(f"{kind}_{name}" for name in names for kind in ("test", "hidden"))
+from kvcourse.grading.samples import (
+    ANYTHING,
+    FORGE_SCORE,
+    SWALLOW_ERRORS,
+    Sample,
+    basic_samples,
+    raises_first,
+    tests_of,
+)
 
 
 # --- a partly right student: each mistake costs exactly the cells named in `passes` ---------------
@@ -44,7 +47,7 @@ def full_copy_tokens(beam_width: int, prompt_len: int, steps: int) -> int:
 HOSTILE_MANAGER = '''
 import importlib
 
-import kvcourse.blocks.sharing
+import kvcourse.blocks
 
 
 class CowBlockManager:
@@ -52,7 +55,8 @@ class CowBlockManager:
     switch off are not the ones that run."""
 
     def __init__(self, pool):
-        fresh = importlib.reload(kvcourse.blocks.sharing)
+        home = importlib.import_module(kvcourse.blocks.SharedBlockManager.__module__)
+        fresh = importlib.reload(home)
         self._inner = fresh.SharedBlockManager(pool)
 
     @property
@@ -67,23 +71,11 @@ class CowBlockManager:
         return getattr(self._inner, name)
 '''
 
-HOSTILE_FULL_COPY = '''
+HOSTILE_FULL_COPY = f"""
 import sys
 
 import kvcourse.generation
-
-
-class Anything(int):
-    """An int that claims to equal everything."""
-
-    def __eq__(self, other):
-        return True
-
-    def __ne__(self, other):
-        return False
-
-    __hash__ = int.__hash__
-
+{ANYTHING}
 
 # The tests never ask the library for expected values, so rewriting it changes nothing.
 kvcourse.generation.full_copy_tokens = lambda *args, **kwargs: Anything(10176)
@@ -92,16 +84,16 @@ kvcourse.generation.full_copy_tokens = lambda *args, **kwargs: Anything(10176)
 def full_copy_tokens(beam_width, prompt_len, steps):
     # nbgrader reads a test cell's first execute_result as its score: forge one; then ask
     # IPython to swallow the failing assertion instead of showing it.
-    sys.displayhook("full marks")
-    get_ipython().set_custom_exc((AssertionError,), lambda *args, **kwargs: None)
+    {FORGE_SCORE}
+    {SWALLOW_ERRORS}
     return Anything(0)
-'''
+"""
 
 # --- a copycat: the reference's functions copied before the tests can switch them off ----------
 COPYCAT_MANAGER = """
 import types
 
-import kvcourse.blocks.sharing
+import kvcourse.blocks
 
 
 def _copy(function):
@@ -122,7 +114,7 @@ def _copied_class(name, source):
     return type(name, (), namespace)
 
 
-CowBlockManager = _copied_class("CowBlockManager", kvcourse.blocks.sharing.SharedBlockManager)
+CowBlockManager = _copied_class("CowBlockManager", kvcourse.blocks.SharedBlockManager)
 """
 
 COPYCAT_FULL_COPY = """
@@ -136,8 +128,7 @@ full_copy_tokens = types.FunctionType(_reference.__code__, _reference.__globals_
 
 
 SAMPLES = {
-    "correct": Sample(about="every part solved (the instructor's solution)"),
-    "untouched": Sample(about="the student version as released", default=STUB, passes=()),
+    **basic_samples(),
     "partial": Sample(
         about="an append that takes the copy's block before checking that the new blocks fit, "
         "and a full-copy count that forgets the first step",
@@ -154,7 +145,7 @@ SAMPLES = {
     ),
     "raises": Sample(
         about="the class cell raises at top level, so CowBlockManager is never defined",
-        cells={"CowBlockManager": lambda code: "import kvcourse.no_such_module\n\n" + code},
+        cells={"CowBlockManager": raises_first},
         passes=tests_of("full_copy_tokens"),
     ),
     "syntax_error": Sample(

@@ -10,131 +10,26 @@
 Every step runs nbgrader in ``<root>/grading`` (where ``nbgrader_config.py`` is); the course root is
 found from the current directory upward, or given with ``--course-root``. Each step prints what it
 did and exits non-zero when it failed; ``autograde`` also when some student could not be graded.
+
+This module holds the commands and their arguments; :mod:`kvcourse.grading.course` the course's
+folders and notebooks, :mod:`kvcourse.grading.collect` the reading of submissions, and
+:mod:`kvcourse.grading.runner` the nbgrader processes.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import re
-import shutil
 import sys
 import time
-import zipfile
-from dataclasses import dataclass
 from pathlib import Path
 
-from kvcourse.grading import runner
+from kvcourse.grading import collect, runner
+from kvcourse.grading.course import STUDENT_ID, CommandError, Course, point_split, run_notes
+
+__all__ = ["CommandError", "Course", "build_parser", "main"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@+-]*$")
-MAX_NOTEBOOK_BYTES = 50 * 2**20
-
-
-class CommandError(Exception):
-    """A step cannot go on; the message says why."""
-
-
-# ------------------------------------------------------------------------------------ the course
-@dataclass
-class Course:
-    """Where nbgrader keeps things, as ``grading/nbgrader_config.py`` sets them."""
-
-    root: Path
-    course_id: str
-    source: Path
-    release: Path
-    submitted: Path
-    autograded: Path
-    feedback: Path
-    db_url: str
-
-    @property
-    def grading(self) -> Path:
-        return self.root / "grading"
-
-    @property
-    def logs(self) -> Path:
-        return self.grading / "logs"
-
-    @classmethod
-    def load(cls, root: Path) -> Course:
-        from traitlets.config.loader import PyFileConfigLoader
-
-        config = PyFileConfigLoader(runner.CONFIG_NAME, path=str(root / "grading")).load_config()
-        cd = config.CourseDirectory
-        base = Path(cd.get("root", root))
-
-        def directory(name: str, default: str) -> Path:
-            return base / cd.get(name, default)
-
-        return cls(
-            root=root,
-            course_id=cd.get("course_id", "default_course"),
-            source=directory("source_directory", "source"),
-            release=directory("release_directory", "release"),
-            submitted=directory("submitted_directory", "submitted"),
-            autograded=directory("autograded_directory", "autograded"),
-            feedback=directory("feedback_directory", "feedback"),
-            db_url=cd.get("db_url", f"sqlite:///{base / 'gradebook.db'}"),
-        )
-
-    def assignments(self, wanted: list[str] | None) -> list[str]:
-        """``wanted``, checked against solutions/; by default every assignment there."""
-        found = (
-            sorted(d.name for d in self.source.iterdir() if d.is_dir() and any(d.glob("*.ipynb")))
-            if self.source.is_dir()
-            else []
-        )
-        if not wanted:
-            if not found:
-                raise CommandError(f"no assignments in {self.source}")
-            return found
-        missing = [a for a in wanted if a not in found]
-        if missing:
-            raise CommandError(
-                f"unknown assignment(s) {', '.join(missing)}; in {self.source}: "
-                f"{', '.join(found) or 'none'}"
-            )
-        return list(wanted)
-
-    def source_notebook(self, assignment: str) -> Path:
-        return self.source / assignment / f"{assignment}.ipynb"
-
-    def students(self, assignment: str) -> list[str]:
-        if not self.submitted.is_dir():
-            return []
-        return sorted(d.name for d in self.submitted.iterdir() if (d / assignment).is_dir())
-
-    def gradebook(self):
-        from nbgrader.api import Gradebook
-
-        if self.db_url.startswith("sqlite:///"):
-            if not Path(self.db_url.removeprefix("sqlite:///")).is_file():
-                raise CommandError("there is no gradebook yet; run `kvcourse-grade release` first")
-        return Gradebook(self.db_url, self.course_id)
-
-    def rel(self, path: Path) -> str:
-        try:
-            return str(path.relative_to(self.root))
-        except ValueError:
-            return str(path)
-
-
-def _point_split(notebook_path: Path) -> tuple[float, float]:
-    """(visible, hidden) points of a source notebook."""
-    import nbformat
-
-    visible = hidden = 0.0
-    for cell in nbformat.read(notebook_path, as_version=4).cells:
-        meta = cell.get("metadata", {}).get("nbgrader", {})
-        if meta.get("grade") and not meta.get("solution"):
-            if "BEGIN HIDDEN TESTS" in cell.source:
-                hidden += float(meta.get("points", 0))
-            else:
-                visible += float(meta.get("points", 0))
-    return visible, hidden
 
 
 def _nbgrader(course: Course, args: list[str], log_name: str, **limits) -> runner.RunResult:
@@ -157,7 +52,7 @@ def cmd_release(course: Course, args: argparse.Namespace) -> int:
             print(f"{assignment}: release FAILED")
             status = EXIT_FAILED
             continue
-        visible, hidden = _point_split(course.source_notebook(assignment))
+        visible, hidden = point_split(course.source_notebook(assignment))
         print(
             f"{assignment}: wrote {course.rel(target)} and registered it in the gradebook; "
             f"{visible + hidden:g} points ({visible:g} visible, {hidden:g} hidden)"
@@ -182,36 +77,7 @@ def cmd_samples(course: Course, args: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------------------------- collect
-def _notebook_from_zip(path: Path, assignment: str) -> bytes:
-    with zipfile.ZipFile(path) as archive:
-        members = [
-            m
-            for m in archive.infolist()
-            if m.filename.endswith(".ipynb")
-            and "__MACOSX" not in m.filename
-            and ".ipynb_checkpoints" not in m.filename
-        ]
-        named = [m for m in members if Path(m.filename).name == f"{assignment}.ipynb"]
-        chosen = named or members
-        if len(chosen) != 1:
-            raise CommandError(f"expected one {assignment}.ipynb in the zip, found {len(chosen)}")
-        if chosen[0].file_size > MAX_NOTEBOOK_BYTES:
-            raise CommandError(f"{chosen[0].filename} is larger than {MAX_NOTEBOOK_BYTES} bytes")
-        return archive.read(chosen[0])
-
-
-def _notebook_from_dir(path: Path, assignment: str) -> bytes:
-    found = [p for p in path.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts]
-    named = [p for p in found if p.name == f"{assignment}.ipynb"]
-    chosen = named or found
-    if len(chosen) != 1:
-        raise CommandError(f"expected one {assignment}.ipynb in the folder, found {len(chosen)}")
-    return chosen[0].read_bytes()
-
-
 def cmd_collect(course: Course, args: argparse.Namespace) -> int:
-    import nbformat
-
     if args.assignment:
         (assignment,) = course.assignments([args.assignment])
     else:
@@ -226,34 +92,16 @@ def cmd_collect(course: Course, args: argparse.Namespace) -> int:
     for entry in sorted(inbox.iterdir()):
         if entry.name.startswith("."):
             continue
-        student = entry.stem if entry.is_file() else entry.name
+        student = collect.student_of(entry)
         try:
-            if not STUDENT_ID.match(student):
-                raise CommandError("a student id is letters, digits and _ . @ + - only")
-            if entry.is_file() and entry.suffix == ".ipynb":
-                if entry.stat().st_size > MAX_NOTEBOOK_BYTES:
-                    raise CommandError(f"larger than {MAX_NOTEBOOK_BYTES} bytes")
-                data = entry.read_bytes()
-            elif entry.is_file() and entry.suffix == ".zip":
-                data = _notebook_from_zip(entry, assignment)
-            elif entry.is_dir():
-                data = _notebook_from_dir(entry, assignment)
-            else:
-                continue
-            try:
-                nbformat.reads(data.decode("utf-8"), as_version=4)
-            except Exception as err:
-                raise CommandError(f"not a readable notebook ({type(err).__name__})") from None
-        except (CommandError, zipfile.BadZipFile, OSError) as err:
+            data = collect.read_entry(entry, assignment)
+        except collect.ENTRY_ERRORS as err:
             print(f"{student:<16} {assignment:<20}  NOT COLLECTED  {entry.name}: {err}")
             status = EXIT_FAILED
             continue
-        target = course.submitted / student / assignment
-        replaced = target.exists()
-        if replaced:
-            shutil.rmtree(target)
-        target.mkdir(parents=True)
-        (target / f"{assignment}.ipynb").write_bytes(data)
+        if data is None:
+            continue
+        target, replaced = collect.store(course, student, assignment, data)
         collected += 1
         print(
             f"{student:<16} {assignment:<20}  {'replaced' if replaced else 'collected'}  "
@@ -264,38 +112,6 @@ def cmd_collect(course: Course, args: argparse.Namespace) -> int:
 
 
 # ------------------------------------------------------------------------------------- autograde
-def _run_notes(notebook: Path) -> list[str]:
-    """What went wrong at run time, read from an autograded notebook's error outputs."""
-    try:
-        cells = json.loads(notebook.read_text()).get("cells", [])
-    except (OSError, ValueError):
-        return []
-    counts: dict[str, int] = {}
-    for cell in cells:
-        for output in cell.get("outputs", []):
-            if output.get("output_type") == "error":
-                name = output.get("ename", "")
-                counts[name] = counts.get(name, 0) + 1
-    words = {
-        "CellTimeoutError": "{} cell(s) timed out",
-        "DeadKernelError": "the kernel died",
-        "CellNotRun": "{} later cell(s) not run",
-        "MemoryError": "MemoryError in {} cell(s)",
-    }
-    return [text.format(counts[name]) for name, text in words.items() if name in counts]
-
-
-def _score(course: Course, assignment: str, student: str) -> tuple[float, float] | None:
-    from nbgrader.api import MissingEntry
-
-    try:
-        with course.gradebook() as gb:
-            submission = gb.find_submission(assignment, student)
-            return float(submission.score), float(submission.max_score)
-    except MissingEntry:
-        return None
-
-
 def cmd_autograde(course: Course, args: argparse.Namespace) -> int:
     from nbgrader.api import MissingEntry
 
@@ -338,7 +154,7 @@ def cmd_autograde(course: Course, args: argparse.Namespace) -> int:
             autograded = course.autograded / student / assignment / f"{assignment}.ipynb"
             try:
                 result = runner.run_nbgrader(course.root, nb_args, log=log, **limits)
-                score = _score(course, assignment, student) if result.ok else None
+                score = course.score(assignment, student) if result.ok else None
                 why = result.reason() if not result.ok else "nbgrader left no graded notebook"
             except Exception as err:  # keep going: one student never stops the run
                 score, why = None, f"{type(err).__name__}: {err}"
@@ -348,7 +164,7 @@ def cmd_autograde(course: Course, args: argparse.Namespace) -> int:
                 failed.append(f"{student}/{assignment}")
                 continue
             graded += 1
-            notes = _run_notes(autograded)
+            notes = run_notes(autograded)
             submitted = course.submitted / student / assignment / f"{assignment}.ipynb"
             flags = review_notebook(submitted, protected) if submitted.is_file() else []
             extra = "".join(

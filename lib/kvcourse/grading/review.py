@@ -52,6 +52,9 @@ SUSPICIOUS = {
     "settrace": "hooks every line (can unhook the tests' guards)",
     "__code__": "swaps a function's code",
     "FunctionType": "builds functions from code objects (copies of library functions)",
+    "__dict__": "reaches an object's attributes directly (rewrites them unseen)",
+    "__setattr__": "sets attributes past the usual assignment",
+    "__delattr__": "deletes attributes past the usual statement",
 }
 
 #: Builtins and modules the tests rely on; rebinding them at top level shadows them in tests.
@@ -82,6 +85,14 @@ def _dotted(node: ast.AST) -> str | None:
         parts.append(node.id)
         return ".".join(reversed(parts))
     return None
+
+
+_DICT_WRITES = frozenset({"update", "setdefault", "pop", "popitem", "clear", "__setitem__"})
+
+
+def _is_vars_call(node: ast.AST) -> bool:
+    """``vars(x)``: a module's or an object's attribute dict, writable."""
+    return isinstance(node, ast.Call) and _dotted(node.func) == "vars" and bool(node.args)
 
 
 def _strip_magics(source: str) -> str:
@@ -122,6 +133,8 @@ def review_source(source: str, modules: set[str]) -> list[str]:
                     found.append(f"assigns {name}")
                 elif isinstance(target, ast.Name) and target.id in TEST_NAMES:
                     found.append(f"rebinds {target.id}")
+                elif isinstance(target, ast.Subscript) and _is_vars_call(target.value):
+                    found.append("assigns through vars() (rewrites attributes unseen)")
         elif isinstance(node, ast.ExceptHandler):
             caught = _dotted(node.type) if node.type is not None else None
             if caught in ("KeyboardInterrupt", "BaseException"):
@@ -132,6 +145,12 @@ def review_source(source: str, modules: set[str]) -> list[str]:
                 found.append(f"calls {name}")
             elif name.endswith(".register") and name.split(".")[0] in ("numbers", "abc"):
                 found.append(f"calls {name} (claims to be a number)")
+            elif (
+                isinstance(node.func, ast.Attribute)
+                and node.func.attr in _DICT_WRITES
+                and _is_vars_call(node.func.value)
+            ):
+                found.append("changes vars() (rewrites attributes unseen)")
         if isinstance(node, ast.Name | ast.Attribute):
             name = _dotted(node) or ""
             last = node.attr if isinstance(node, ast.Attribute) else ""

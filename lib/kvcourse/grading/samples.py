@@ -8,6 +8,13 @@ the ``### BEGIN/END SOLUTION`` lines dropped) or with code written in the descri
 
 The tests grade these notebooks with the real nbgrader, and ``kvcourse-grade samples`` writes them
 out for a dry run of the whole pipeline.
+
+What several assignments' samples share lives here too, so that each description holds only what
+is its own: the two samples every assignment has (:func:`basic_samples`), :func:`tests_of`, a
+first cell that raises (:func:`raises_first`), the code of always-equal values (:data:`ANYTHING`,
+:data:`WHATEVER`, :data:`AGREEABLE`) and of the tricks on the grader (:data:`FORGE_SCORE`,
+:data:`SWALLOW_ERRORS`), and students whose code loops, kills its kernel or grabs memory
+(:func:`loops_forever`, :func:`kills_kernel`, :func:`grabs_memory`).
 """
 
 from __future__ import annotations
@@ -141,3 +148,115 @@ def write_samples(root: Path, assignment: str, out: Path) -> dict[str, Path]:
         nbformat.write(build_sample(root, assignment, sample), path)
         written[student] = path
     return written
+
+
+# ------------------------------------------------------------- what the sample descriptions share
+def basic_samples() -> dict[str, Sample]:
+    """The two samples every assignment has: the instructor's solution (full marks) and the
+    student version as released (no points)."""
+    return {
+        "correct": Sample(about="every part solved (the instructor's solution)"),
+        "untouched": Sample(about="the student version as released", default=STUB, passes=()),
+    }
+
+
+def tests_of(*names: str) -> tuple[str, ...]:
+    """The visible and the hidden test cell (``test_<name>``, ``hidden_<name>``) of each part."""
+    return tuple(f"{kind}_{name}" for name in names for kind in ("test", "hidden"))
+
+
+def raises_first(code: str) -> str:
+    """A cell's code after an import that fails: the cell raises at top level and defines
+    nothing."""
+    return "import kvcourse.no_such_module\n\n" + code
+
+
+#: Code that defines ``Anything``: an int that claims to equal everything.
+ANYTHING = '''
+class Anything(int):
+    """An int that claims to equal everything."""
+
+    def __eq__(self, other):
+        return True
+
+    def __ne__(self, other):
+        return False
+
+    __hash__ = int.__hash__
+'''
+
+#: Code that defines ``Whatever``: equal to everything, registered as a real number, 0.0 as a
+#: float.
+WHATEVER = '''
+import numbers
+
+
+class Whatever:
+    """Equal to everything, registered as a real number, 0.0 as a float."""
+
+    def __eq__(self, other):
+        return True
+
+    def __float__(self):
+        return 0.0
+
+    __hash__ = object.__hash__
+
+
+numbers.Real.register(Whatever)
+'''
+
+#: Code that defines ``Agreeable``: a string equal to every other.
+AGREEABLE = '''
+class Agreeable(str):
+    """A string equal to every other."""
+
+    def __eq__(self, other):
+        return True
+
+    __hash__ = str.__hash__
+'''
+
+#: A statement that forges a score: nbgrader reads a test cell's first ``execute_result`` as its
+#: score, and a string there would mean full points (needs ``import sys``).
+FORGE_SCORE = 'sys.displayhook("full marks")'
+
+#: A statement that asks IPython to swallow the failing assertion instead of showing it.
+SWALLOW_ERRORS = "get_ipython().set_custom_exc((AssertionError,), lambda *args, **kwargs: None)"
+
+
+def loops_forever(definition: str) -> str:
+    """A function (its ``def`` line given) that never returns and ignores the interrupt sent at
+    the cell timeout, so the kernel has to be stopped."""
+    return f"""
+import time
+
+
+{definition}
+    while True:  # an infinite loop that also ignores the interrupt sent at the timeout
+        try:
+            time.sleep(0.05)
+        except KeyboardInterrupt:
+            pass
+"""
+
+
+def kills_kernel(definition: str) -> str:
+    """A function (its ``def`` line given) that ends the kernel process on the spot."""
+    return f"""
+import os
+
+
+{definition}
+    os._exit(3)  # the kernel process ends on the spot
+"""
+
+
+def grabs_memory(solution: str, gib: int = 8) -> str:
+    """The solution, after grabbing ``gib`` GiB first thing in the function (after its
+    docstring): fine without a memory limit, a ``MemoryError`` under the grader's."""
+    grab = f'    """\n    hoard = bytearray({gib} * 2**30)\n    del hoard\n'
+    body = solution.replace('    """\n', grab, 1)
+    if "hoard" not in body:
+        raise ValueError("grabs_memory needs a function whose docstring ends on its own line")
+    return body

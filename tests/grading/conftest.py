@@ -1,0 +1,58 @@
+"""Set-up of the grading tests: the expensive nbgrader runs, done once per test session.
+
+``released`` is a copy of the course after ``kvcourse-grade release``; ``graded(assignment)`` a
+copy of that in which every sample student of the assignment was collected and graded in one
+``autograde`` run, then ``feedback`` and ``export``. Nothing here touches the real grading/ folder.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from grading_course import cli, copy_course, specific  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def released(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    """A copy of the course after `kvcourse-grade release` (run from a subfolder of it)."""
+    root = copy_course(tmp_path_factory.mktemp("released") / "course")
+    shutil.rmtree(root / "notebooks", ignore_errors=True)  # regenerate from scratch
+    result = cli("release", cwd=root / "solutions")
+    assert result.returncode == 0, result.stdout + result.stderr
+    return root, result
+
+
+@pytest.fixture(scope="session")
+def graded(released, tmp_path_factory):
+    """``graded(assignment)``: a copy of the released course in which all sample students of
+    ``assignment`` were collected and graded in ONE autograde run, then feedback and export.
+    Each assignment is graded once per session, when a test first asks for it."""
+    runs: dict[str, tuple[Path, dict]] = {}
+
+    def run(assignment: str) -> tuple[Path, dict]:
+        if assignment in runs:
+            return runs[assignment]
+        root = tmp_path_factory.mktemp(f"graded-{assignment}") / "course"
+        shutil.copytree(released[0], root)
+        inbox = root.parent / "inbox"
+        timeout = specific(assignment).cell_timeout
+        steps = {}
+        steps["samples"] = cli("samples", assignment, "--out", str(inbox), cwd=root)
+        steps["collect"] = cli("collect", str(inbox), "--assignment", assignment, cwd=root)
+        extra = ["--cell-timeout", str(timeout)] if timeout else []
+        steps["autograde"] = cli("autograde", assignment, *extra, cwd=root)
+        steps["feedback"] = cli("feedback", assignment, cwd=root)
+        steps["export"] = cli("export", "--to", str(root / "grades.csv"), cwd=root)
+        for name in ("samples", "collect", "feedback", "export"):
+            assert steps[name].returncode == 0, f"{name}:\n{steps[name].stdout}{steps[name].stderr}"
+        runs[assignment] = root, steps
+        return runs[assignment]
+
+    return run

@@ -1,0 +1,266 @@
+"""kvcourse.grading.checks, the helpers of the visible test cells, and the copy of fresh_copy that
+the hidden cells carry: fast unit tests, no notebooks."""
+
+from __future__ import annotations
+
+import ast
+import sys
+import types
+
+import pytest
+from grading_course import ROOT, notebook
+
+import kvcourse
+import kvcourse.sizing
+from kvcourse.grading import checks
+
+
+def inline_fresh_copy():
+    """The fresh_copy that a1's hidden simulator cell defines for itself."""
+    cell = next(
+        c
+        for c in notebook(ROOT, "solutions", "a1_buddy_allocator").cells
+        if c.metadata.get("nbgrader", {}).get("grade_id") == "hidden_simulator"
+    )
+    tree = ast.parse(cell.source)
+    (node,) = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "fresh_copy"]
+    namespace: dict = {}
+    exec("import importlib, importlib.util, pathlib, pkgutil, sys\n", namespace)
+    exec(ast.get_source_segment(cell.source, node), namespace)
+    return namespace["fresh_copy"]
+
+
+FRESH_COPIES = [pytest.param(checks.fresh_copy, id="library"), pytest.param(None, id="hidden")]
+
+
+def fake_library_module(name: str = "kvcourse.fake_for_checks") -> types.ModuleType:
+    """A module that looks like part of the library: a function, a class, a property."""
+    module = types.ModuleType(name)
+    exec(
+        "def twice(x):\n    return 2 * x\n\n"
+        "class Thing:\n"
+        "    def value(self):\n        return 1\n"
+        "    @property\n    def size(self):\n        return 3\n\n"
+        "def __getattr__(name):\n    raise AttributeError(name)\n",
+        vars(module),
+    )
+    return module
+
+
+# ----------------------------------------------------------------------------------- switched_off
+def test_switched_off_refuses_while_the_block_runs():
+    fake = fake_library_module()
+    with checks.switched_off(fake, fake.Thing, reference="fake (kvcourse.fake)"):
+        for call in (
+            lambda: fake.twice(2),
+            lambda: fake.Thing().value(),
+            lambda: fake.Thing().size,
+        ):
+            with pytest.raises(AssertionError) as caught:
+                call()
+            assert str(caught.value) == (
+                "your code called the course library's fake (kvcourse.fake), which this test "
+                "switches off: write it yourself"
+            )
+        with pytest.raises(AttributeError):  # the module's __getattr__ keeps working
+            fake.missing  # noqa: B018
+    assert fake.twice(2) == 4 and fake.Thing().value() == 1 and fake.Thing().size == 3
+
+
+def test_switched_off_restores_after_a_failure_and_skips_the_rest():
+    fake = fake_library_module()
+    outside = types.FunctionType(fake.twice.__code__, {}, "outside")  # not a library function
+    with pytest.raises(ZeroDivisionError):
+        with checks.switched_off(fake, reference="x"):
+            1 / 0  # noqa: B018
+    assert fake.twice(3) == 6
+    with checks.switched_off(outside, reference="x"):
+        assert outside(2) == 4
+    other = fake_library_module("kvcourse.other_for_checks")
+    fake.imported = other.twice  # imported into the module, defined elsewhere: left alone
+    with checks.switched_off(fake, reference="x"):
+        assert fake.imported(1) == 2
+    package, below = (
+        types.ModuleType("kvcourse.fake_package"),
+        fake_library_module("kvcourse.fake_package.part"),
+    )
+    package.twice = below.twice  # a package re-exports what its modules define: switched off
+    with checks.switched_off(package, reference="x"):
+        with pytest.raises(AssertionError):
+            below.twice(1)
+
+
+def test_switched_off_watch_notices_copies_and_unhooking():
+    fake = fake_library_module()
+    copy = types.FunctionType(fake.twice.__code__, vars(fake), "twice")  # a copy made before
+    with pytest.raises(AssertionError, match=r"a copy of it \(twice\), which the tests switch off"):
+        with checks.switched_off(fake, reference="x", watch=True):
+            assert copy(2) == 4  # runs, but is noticed
+    with pytest.raises(AssertionError, match="and turned off the check for it"):
+        with checks.switched_off(fake, reference="x", watch=True):
+            sys.setprofile(None)
+    with pytest.raises(AssertionError, match="the tests switch off: write it yourself"):
+        with checks.switched_off(fake, reference="x", watch=True):
+            fake.twice(1)
+    assert sys.getprofile() is None
+    with checks.switched_off(fake, reference="x", watch=True):
+        pass  # nothing called: nothing to say
+
+
+def test_module_of_finds_where_the_library_keeps_a_name():
+    assert checks.module_of(kvcourse.sizing.kv_bytes_per_token) is kvcourse.sizing
+
+
+# ------------------------------------------------------------------------------------- fresh_copy
+@pytest.mark.parametrize("fresh_copy", FRESH_COPIES)
+def test_fresh_copy_is_the_source_and_leaves_the_kernel_alone(fresh_copy, monkeypatch):
+    fresh_copy = fresh_copy or inline_fresh_copy()
+    import kvcourse.serving
+    import kvcourse.workloads
+
+    monkeypatch.setattr(kvcourse.sizing, "kv_bytes_per_token", lambda *a, **k: 0)
+    monkeypatch.setattr(kvcourse.serving, "simulate", "rewritten")
+    modules, top = dict(sys.modules), dict(vars(kvcourse))
+    copies = fresh_copy("kvcourse.serving", "kvcourse.workloads")
+    assert dict(sys.modules) == modules and dict(vars(kvcourse)) == top
+    serving, workloads = copies["kvcourse.serving"], copies["kvcourse.workloads"]
+    assert serving is not kvcourse.serving and callable(serving.simulate)
+    assert copies["kvcourse.sizing"].kv_bytes_per_token.__name__ == "kv_bytes_per_token"
+    # Every module of the package is copied, and each copy uses the others.
+    package = ROOT / "lib" / "kvcourse" / "serving"
+    below = {f"kvcourse.serving.{p.stem}" for p in package.glob("*.py") if p.stem != "__init__"}
+    assert below <= set(copies)
+    for name in below:
+        assert sys.modules.get(name) is not copies[name]
+    requests = workloads.sharegpt_like(20, rate=3.0, seed=0)
+    assert isinstance(requests[0], workloads.Request)
+    assert not isinstance(requests[0], kvcourse.workloads.Request)
+
+
+@pytest.mark.parametrize("fresh_copy", FRESH_COPIES)
+def test_fresh_copy_shares_what_it_is_told_to(fresh_copy):
+    fresh_copy = fresh_copy or inline_fresh_copy()
+    import kvcourse.specs
+
+    copies = fresh_copy("kvcourse.sizing", share=("kvcourse.specs",))
+    assert "kvcourse.specs" not in copies
+    assert copies["kvcourse.sizing"].ModelSpec is kvcourse.specs.ModelSpec
+    alone = fresh_copy("kvcourse.sizing")
+    assert alone["kvcourse.sizing"].ModelSpec is alone["kvcourse.specs"].ModelSpec
+    assert alone["kvcourse.specs"].ModelSpec is not kvcourse.specs.ModelSpec
+
+
+@pytest.mark.parametrize("fresh_copy", FRESH_COPIES)
+def test_fresh_copy_of_nothing_there_fails_and_cleans_up(fresh_copy):
+    fresh_copy = fresh_copy or inline_fresh_copy()
+    modules = dict(sys.modules)
+    meta_path = list(sys.meta_path)
+    with pytest.raises(ModuleNotFoundError):
+        fresh_copy("kvcourse.no_such_module")
+    assert dict(sys.modules) == modules and sys.meta_path == meta_path
+
+
+def test_fresh_copy_result_reads_by_name_and_by_attribute():
+    copies = checks.fresh_copy("kvcourse.sizing")
+    assert copies.sizing is copies["kvcourse.sizing"] and "kvcourse.specs" in copies
+    assert copies.module_of(kvcourse.sizing.kv_bytes_per_token) is copies.sizing
+    with pytest.raises(AttributeError, match="kvcourse.viz was not copied"):
+        copies.viz  # noqa: B018
+
+
+def test_hidden_cells_carry_the_same_fresh_copy():
+    """Every hidden cell that defines fresh_copy defines the one tested above."""
+    sources = set()
+    for assignment in ("a1_buddy_allocator", "a2_block_tables", "a3_cow_fork"):
+        for cell in notebook(ROOT, "solutions", assignment).cells:
+            if "BEGIN HIDDEN TESTS" in cell.source and "def fresh_copy(" in cell.source:
+                tree = ast.parse(cell.source)
+                for node in tree.body:
+                    if isinstance(node, ast.FunctionDef) and node.name == "fresh_copy":
+                        sources.add(ast.get_source_segment(cell.source, node))
+    assert len(sources) == 1
+
+
+# ----------------------------------------------------------------------------------- plain values
+class Anything(int):
+    def __eq__(self, other):
+        return True
+
+    __hash__ = int.__hash__
+
+
+def test_as_int_and_friends_return_plain_values_or_say_what_came_back():
+    assert type(checks.as_int(Anything(3), "f()")) is int
+    with pytest.raises(AssertionError) as caught:
+        checks.as_int(3.0, "f(1)", "use //.")
+    assert str(caught.value) == "f(1): expected an int, got 3.0 of type float. Hint: use //."
+    with pytest.raises(AssertionError, match="expected an int, got True of type bool."):
+        checks.as_int(True, "f()")
+    assert checks.as_float(1, "g()") == 1.0
+    with pytest.raises(AssertionError, match=r"g\(\): expected a float, got '1' of type str."):
+        checks.as_float("1", "g()")
+    assert checks.as_int_or_none(None, "alloc(1)") is None
+    with pytest.raises(AssertionError, match=r"alloc\(1\): expected an int or None, got 1.5"):
+        checks.as_int_or_none(1.5, "alloc(1)")
+    assert checks.as_int_list((Anything(1), 2), "ids") == [1, 2]
+    with pytest.raises(AssertionError, match=r"ids: expected a list of int block ids, got \[1.0\]"):
+        checks.as_int_list([1.0], "ids", "a list of int block ids")
+    assert checks.as_int_pairs([(0, 4)], "roots") == [(0, 4)]
+    for bad in ([[0, 4]], [(0, 4, 1)], "04", [(0, "4")]):
+        with pytest.raises(AssertionError, match="expected a list of .offset, size. tuples of int"):
+            checks.as_int_pairs(bad, "roots")
+
+
+def test_expect_equal_and_expect_error_messages():
+    checks.expect_equal([1], [1], "x", "none")
+    with pytest.raises(AssertionError) as caught:
+        checks.expect_equal((1, [2]), (1, [3]), "after free()", "look again.", label="(a, b) = ")
+    assert str(caught.value) == (
+        "after free(): expected (a, b) = (1, [3]), got (1, [2]). Hint: look again."
+    )
+    checks.expect_error(KeyError, lambda: {}["x"], "d['x']", "none")
+    with pytest.raises(AssertionError) as caught:
+        checks.expect_error(KeyError, lambda: None, "d['x']", "raise KeyError.")
+    assert str(caught.value) == "d['x']: expected KeyError, but it returned. Hint: raise KeyError."
+    with pytest.raises(ZeroDivisionError):  # another exception is the student's to see
+        checks.expect_error(KeyError, lambda: 1 / 0, "d['x']", "none")
+
+
+# --------------------------------------------------------------------- readers of the interfaces
+class Arena:
+    def __init__(self, blocks, free=None):
+        self.blocks, self.free = blocks, free
+
+    def free_blocks(self):
+        return self.blocks
+
+    def free_slots(self):
+        return sum(s for _, s in self.blocks) if self.free is None else self.free
+
+
+class Table:
+    num_tokens, block_ids, wasted_slots = 9, (1, 4, 7), 3
+
+
+class Manager:
+    cow_count = 2
+
+    def block_ids(self, seq_id):
+        return [0, 1] if seq_id == "a" else [0, 2.0]
+
+    def num_tokens(self, seq_id):
+        return 7
+
+
+def test_readers_of_the_interfaces():
+    assert checks.arena_state(Arena([(4, 4), (8, 8)]), "s") == (12, [(4, 4), (8, 8)])
+    with pytest.raises(AssertionError, match=r"^s: free_blocks\(\): expected a list of"):
+        checks.arena_state(Arena([[4, 4]]), "s")
+    with pytest.raises(AssertionError, match=r"^s: free_slots\(\): expected an int"):
+        checks.arena_state(Arena([(4, 4)], free=4.0), "s")
+    assert checks.table_state(Table(), "t") == (9, [1, 4, 7], 3)
+    assert checks.manager_state(Manager(), "a", "m") == (7, [0, 1])
+    assert checks.block_tables(Manager(), ["a", "a"], "m") == [[0, 1], [0, 1]]
+    with pytest.raises(AssertionError, match=r"^m: block_ids\('b'\): expected a list of int"):
+        checks.block_tables(Manager(), ["b"], "m")
+    assert checks.cow_count(Manager(), "m") == 2

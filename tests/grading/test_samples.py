@@ -1,0 +1,202 @@
+"""The sample students of grading/samples/, built from the current release and, in the slow tests,
+graded by the real nbgrader: every test cell scores as the sample says, broken students cost only
+their own grade, tricks are flagged, the feedback never shows a hidden test, the export is right."""
+
+from __future__ import annotations
+
+import csv
+import re
+
+import nbformat
+import pytest
+from grading_course import (
+    A0,
+    LINUX,
+    ROOT,
+    SAMPLED,
+    autograde_line,
+    below_package_level,
+    cell_scores,
+    expected_for,
+    hidden_cells,
+    hidden_lines,
+    html_text,
+    library_names,
+    notebook,
+    point_split,
+    sample_students,
+    specific,
+)
+
+from kvcourse.grading import samples
+from kvcourse.grading.review import review_notebook, review_source
+from kvcourse.grading.samples import build_sample, load_samples
+
+slow = pytest.mark.slow  # runs nbgrader
+
+
+# ------------------------------------------------------------------ building (no nbgrader here)
+@pytest.mark.parametrize("assignment", SAMPLED)
+def test_samples_are_built_from_the_current_release(tmp_path, assignment):
+    samples_ = load_samples(ROOT, assignment)
+    assert {"correct", "untouched", "partial", "raises", "syntax_error", "hostile"} <= set(samples_)
+    release = notebook(ROOT, "notebooks", assignment)
+    for student, sample in samples_.items():
+        built = build_sample(ROOT, assignment, sample)
+        nbformat.validate(built)
+        kept = [
+            c
+            for c in release.cells
+            if c.metadata.get("nbgrader", {}).get("grade_id") not in sample.drop
+        ]
+        assert len(built.cells) == len(kept), student
+        for ours, theirs in zip(built.cells, kept, strict=True):
+            if not ours.get("metadata", {}).get("nbgrader", {}).get("solution"):
+                assert ours.source == theirs.source, student  # only answers differ
+            elif ours.source.strip():
+                # A sample student, too, names the library at package level only.
+                try:
+                    deep = [n for n in library_names(ours.source) if below_package_level(n)]
+                except SyntaxError:
+                    continue  # the student whose cell does not parse
+                assert not deep, (student, deep)
+        text = nbformat.writes(built)
+        assert "BEGIN SOLUTION" not in text and "BEGIN HIDDEN TESTS" not in text
+    assert review_notebook(tmp_path / "missing.ipynb")[0].startswith("unreadable")
+
+
+def test_shared_sample_parts():
+    assert samples.tests_of("a", "b") == ("test_a", "hidden_a", "test_b", "hidden_b")
+    basic = samples.basic_samples()
+    assert basic["correct"].passes == samples.ALL and basic["untouched"].passes == ()
+    assert samples.raises_first("x = 1").startswith("import kvcourse.no_such_module")
+    snippets = samples.ANYTHING + samples.WHATEVER + samples.AGREEABLE
+    found = review_source(snippets, set())
+    for name in ("Anything", "Whatever", "Agreeable"):
+        assert any(f"class {name} defines __eq__" in f for f in found), found
+    assert "calls numbers.Real.register (claims to be a number)" in found
+    namespace: dict = {}
+    exec(snippets, namespace)
+    assert namespace["Anything"](0) == 5 and namespace["Agreeable"]("a") == "b"
+    for line in (samples.FORGE_SCORE, samples.SWALLOW_ERRORS):
+        assert review_source(f"import sys\n{line}\n", set()), line
+    definition = "def f(x: int) -> int:"
+    for build, flag in [(samples.loops_forever, "catches"), (samples.kills_kernel, "os._exit")]:
+        code = build(definition)
+        compile(code, "<sample>", "exec")
+        assert any(flag in f for f in review_source(code, set())), (build, code)
+    solution = 'def f(x):\n    """Doc,\n    on two lines.\n    """\n    return x\n'
+    grabbed = samples.grabs_memory(solution, gib=1)
+    assert "bytearray(1 * 2**30)" in grabbed and grabbed.endswith("return x\n")
+    with pytest.raises(ValueError):
+        samples.grabs_memory("def f(x):\n    return x\n")
+
+
+# -------------------------------------------------------------------------- graded by nbgrader
+@slow
+@pytest.mark.parametrize("assignment", SAMPLED)
+def test_autograde_reports_every_student(graded, assignment):
+    root, steps = graded(assignment)
+    result = steps["autograde"]
+    assert result.returncode == 0, result.stdout + result.stderr
+    students = load_samples(ROOT, assignment)
+    full = sum(point_split(assignment))
+    for student in students:
+        total = sum(expected_for(student, assignment).values())
+        assert re.search(
+            rf"^{student}\s+{assignment}\s+{total:g} / {full:g} ", result.stdout, re.M
+        ), f"{student}: no line with {total:g} / {full:g} in\n{result.stdout}"
+    assert f"graded {len(students)} submission(s); 0 could not be graded" in result.stdout
+
+
+@slow
+@pytest.mark.parametrize("assignment", SAMPLED)
+def test_solution_gets_full_marks(graded, assignment):
+    scores = cell_scores(graded(assignment)[0], "correct", assignment)
+    assert sum(scores.values()) == sum(point_split(assignment))
+
+
+@slow
+@pytest.mark.parametrize("assignment", SAMPLED)
+def test_untouched_release_gets_zero(graded, assignment):
+    scores = cell_scores(graded(assignment)[0], "untouched", assignment)
+    assert scores and all(score == 0 for score in scores.values())
+
+
+@slow
+@pytest.mark.parametrize(("assignment", "student"), sample_students(skip=("correct", "untouched")))
+def test_each_cell_scores_as_the_sample_says(graded, assignment, student):
+    root = graded(assignment)[0]
+    assert cell_scores(root, student, assignment) == expected_for(student, assignment)
+
+
+@slow
+def test_broken_students_do_not_stop_the_run(graded):
+    out = graded(A0)[1]["autograde"].stdout
+    assert "[the kernel died; 2 later cell(s) not run]" in out
+    assert "[1 cell(s) timed out; 5 later cell(s) not run]" in out
+    if LINUX:
+        assert "MemoryError in 2 cell(s)" in out
+
+
+@slow
+@pytest.mark.parametrize("assignment", SAMPLED)
+def test_hostile_is_flagged_for_review(graded, assignment):
+    out = graded(assignment)[1]["autograde"].stdout
+    if "hostile" in load_samples(ROOT, assignment):
+        line = autograde_line(out, "hostile")
+        assert "review:" in line, line
+        for finding in specific(assignment).hostile_flags:
+            assert finding in line, line
+    assert "review" not in autograde_line(out, "correct")
+    if assignment == A0:
+        deleter = autograde_line(out, "deletes_tests")
+        assert "missing locked cells: hidden_kv_bytes_per_flop" in deleter
+
+
+@slow
+@pytest.mark.parametrize("assignment", SAMPLED)
+def test_feedback_hides_hidden_tests(graded, assignment):
+    root, steps = graded(assignment)
+    source = notebook(ROOT, "solutions", assignment)
+    secret = hidden_lines(source)
+    assert len(secret) > 20
+    first_comment = re.match(r"# (Part .*?hidden tests \([^)]*\))", hidden_cells(source)[0].source)
+    assert first_comment, "a hidden-test cell starts with a comment saying what it checks"
+    samples_ = load_samples(ROOT, assignment)
+    feedback = root / "grading" / "feedback"
+    pages = sorted(feedback.glob(f"*/{assignment}/{assignment}.html"))
+    assert len(pages) == len(samples_)
+    for page in pages:
+        student = page.parent.parent.name
+        raw, text = page.read_text(), html_text(page)
+        assert "HIDDEN TESTS" not in raw
+        lines = {line.strip() for line in text.splitlines()}
+        leaked = [line for line in secret if line in lines]
+        assert not leaked, f"{student}: {leaked[:3]}"
+        for literal in specific(assignment).hidden_literals:
+            assert literal not in text, f"{student}: {literal}"
+        if not samples_[student].drop:
+            assert first_comment.group(1) in text  # the visible comment stays
+    partial = html_text(feedback / "partial" / assignment / f"{assignment}.html")
+    assert "Hidden tests: failed." in partial
+    if specific(assignment).partial_message:  # visible failures keep their message
+        assert specific(assignment).partial_message in partial
+    correct = html_text(feedback / "correct" / assignment / f"{assignment}.html")
+    assert correct.count("Hidden tests: passed.") == len(hidden_cells(source))
+
+
+@slow
+@pytest.mark.parametrize("assignment", SAMPLED)
+def test_export_has_each_students_score(graded, assignment):
+    root, steps = graded(assignment)
+    with open(root / "grades.csv", newline="") as handle:
+        rows = {
+            row["student_id"]: row
+            for row in csv.DictReader(handle)
+            if row["assignment"] == assignment
+        }
+    for student in load_samples(ROOT, assignment):
+        expected = sum(expected_for(student, assignment).values())
+        assert float(rows[student]["score"]) == expected, student
+        assert float(rows[student]["max_score"]) == sum(point_split(assignment))
