@@ -21,6 +21,15 @@ def test_iteration_cost_of_opt13b_on_an_a100():
     assert IterationCost.for_gpu(OPT_13B, A100_40GB) == cost
 
 
+def test_the_book_efficiencies_are_the_defaults():
+    # §1 states these two constants for the whole book; the simulators use the defaults.
+    stated = IterationCost.for_gpu(bandwidth_efficiency=0.6, compute_efficiency=0.5)
+    assert IterationCost.for_gpu() == stated
+    # At the data sheet's full bandwidth, OPT-13B's weights would take 16.5 ms, not 27.5 ms.
+    sheet = IterationCost.for_gpu(bandwidth_efficiency=1.0)
+    assert sheet.weights_s == pytest.approx(0.01651, rel=1e-3)
+
+
 def test_efficiencies_scale_the_constants():
     base = IterationCost.for_gpu()
     slow_memory = IterationCost.for_gpu(bandwidth_efficiency=0.3)

@@ -11,6 +11,12 @@ the model. Whichever of the two takes longer sets the iteration's duration:
 for OPT-13B on an A100-40GB a decode iteration over a full KV cache takes ≈ 38 ms. This is the one
 place the course computes iteration time: the scheduler (:mod:`kvcourse.serving.scheduler`)
 advances its clock by :meth:`IterationCost.seconds` of each iteration's work.
+
+The two efficiencies are the book's, stated once on §1 ("One model of iteration time") and used by
+every page that times a step: a decode step reaches 0.6 of the data-sheet bandwidth (many kernels
+per layer, each with its start-up cost, but the weights stream in large pieces), and a prefill 0.5
+of peak FLOP/s (large matrix products come near peak; attention, normalisations and short prompts
+do not).
 """
 
 from __future__ import annotations

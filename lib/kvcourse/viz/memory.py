@@ -3,7 +3,8 @@
 * :func:`memory_breakdown_bars`: one stacked bar per policy of :mod:`kvcourse.serving`, the five
   kinds of memory as memory-weighted shares;
 * :func:`memory_timeline_plot`: the five kinds over simulated time for one policy;
-* :func:`rate_sweep_plot`: concurrency and finished requests per second against the request rate.
+* :func:`rate_sweep_plot`: concurrency and finished requests per second against the request rate;
+* :func:`ratio_sweep_plot`: Paged's concurrency over Oracle's and Max's against the request rate.
 
 Everything draws on ``Axes`` you pass in, or on a new ``Figure`` built without pyplot, so a page
 shows a figure only when it displays or glues it. The kinds keep their colours from
@@ -20,7 +21,9 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.transforms import offset_copy
 
+from kvcourse._checks import check_positive_int
 from kvcourse.serving.records import KINDS, AccountingResult
+from kvcourse.serving.simulation import concurrency_ratios
 from kvcourse.viz.style import (
     FONT_SIZE,
     KIND_COLORS,
@@ -31,7 +34,10 @@ from kvcourse.viz.style import (
     text_color_on,
 )
 
-__all__ = ["memory_breakdown_bars", "memory_timeline_plot", "rate_sweep_plot"]
+__all__ = ["memory_breakdown_bars", "memory_timeline_plot", "ratio_sweep_plot", "rate_sweep_plot"]
+
+#: Half the height of a bar of :func:`memory_breakdown_bars`, in data units (bars sit 1 apart).
+_HALF_BAR = 0.31
 
 
 def memory_breakdown_bars(
@@ -43,15 +49,18 @@ def memory_breakdown_bars(
     show_running: bool = True,
     min_label: float = 0.04,
     title: str | None = None,
+    legend_ncols: int | None = None,
     fontsize: float = FONT_SIZE,
 ) -> Axes:
     """Where the KV memory went: one horizontal bar per result, top to bottom, split into the five
     kinds (memory-weighted shares, :class:`~kvcourse.serving.MemoryShares`).
 
     Segments of at least ``min_label`` are labelled with their percentage. ``reference`` (policy
-    name → share of memory holding tokens, e.g. the lecture's) draws a black tick on that bar;
-    ``show_running`` adds each policy's mean number of running requests under its name.
-    Returns the axes (a new figure's when ``ax`` is None).
+    name → share of memory holding tokens, e.g. the lecture's) marks that share on the bar with a
+    black triangle on each edge, outside the labels; ``show_running`` adds each policy's mean
+    number of running requests under its name. The legend has ``legend_ncols`` columns; by
+    default 3 where they fit the figure's width, else 2 (a phone shows a figure at half size, so
+    narrow figures read better there). Returns the axes (a new figure's when ``ax`` is None).
     """
     results = _as_results(results)
     if ax is None:
@@ -64,7 +73,7 @@ def memory_breakdown_bars(
             ys,
             widths,
             left=lefts,
-            height=0.62,
+            height=2 * _HALF_BAR,
             color=KIND_COLORS[kind],
             edgecolor="white",
             linewidth=0.8,
@@ -82,19 +91,20 @@ def memory_breakdown_bars(
                 )
         lefts += widths
     if reference:
-        first = True
+        # A black triangle on each edge of the bar, pointing at the reference share: nothing is
+        # drawn inside the bar, so no mark ever covers a segment's label.
         for y, r in zip(ys, results, strict=True):
             if r.policy in reference:
                 x = 100 * float(reference[r.policy])
-                ax.plot(
-                    [x, x],
-                    [y - 0.42, y + 0.42],
-                    color="black",
-                    lw=2.2,
-                    solid_capstyle="butt",
-                    label=reference_label if first else None,
-                )
-                first = False
+                for edge, mark, va in (
+                    (y + _HALF_BAR, "\u25bc", "bottom"),
+                    (y - _HALF_BAR, "\u25b2", "top"),
+                ):
+                    ax.annotate(mark, (x, edge), ha="center", va=va, fontsize=0.8 * fontsize)
+        # The legend's entry: the same triangle as a marker.
+        ax.plot(
+            [], [], ls="none", marker="v", ms=0.7 * fontsize, color="black", label=reference_label
+        )
     names = []
     for r in results:
         name = r.label
@@ -104,16 +114,20 @@ def memory_breakdown_bars(
     ax.set_yticks(ys, names, fontsize=fontsize)
     ax.set_xlim(0, 100)
     ax.set_ylim(-0.6, len(results) - 0.4)
-    ax.set_xlabel("share of the KV token slots, averaged over iterations (%)", fontsize=fontsize)
+    ax.set_xlabel("share of the KV token slots (%)", fontsize=fontsize)
     ax.tick_params(axis="y", length=0)
     despine(ax, ("top", "right", "left"))
     # The legend hangs a fixed distance below the axes, clear of the tick labels and x label.
     below = offset_copy(ax.transAxes, fig=ax.figure, y=-3.6 * fontsize, units="points")
+    if legend_ncols is None:
+        labels = ax.get_legend_handles_labels()[1]
+        width = ax.figure.get_figwidth()
+        legend_ncols = 3 if _legend_width_in(labels, 3, fontsize - 1) <= width - 0.3 else 2
     ax.legend(
         loc="upper center",
         bbox_to_anchor=(0.5, 0.0),
         bbox_transform=below,
-        ncols=3,
+        ncols=check_positive_int("legend_ncols", legend_ncols),
         frameon=False,
         fontsize=fontsize - 1,
     )
@@ -228,6 +242,105 @@ def rate_sweep_plot(
     if title:
         left.set_title(title, loc="left", fontsize=fontsize + 1)
     return left, right
+
+
+#: How :func:`ratio_sweep_plot` draws the published figures it is given, in order.
+_REFERENCE_MARKERS = (("D", 7.5), ("*", 12.0), ("s", 7.0), ("P", 9.0))
+_RATIOS = (("paged/oracle", "Paged ÷ Oracle", "Oracle"), ("paged/max", "Paged ÷ Max", "Max"))
+
+
+def ratio_sweep_plot(
+    sweep: Mapping[float, Mapping[str, AccountingResult]],
+    *,
+    ax: Axes | None = None,
+    references: Mapping[str, tuple[float, Mapping[str, float]]] | None = None,
+    knee: float | None = None,
+    title: str | None = None,
+    fontsize: float = FONT_SIZE,
+) -> Axes:
+    """How many times as many requests Paged runs at once as Oracle and as Max (§3.4), against
+    the request rate: one line per ratio of :func:`~kvcourse.serving.concurrency_ratios`.
+
+    ``sweep`` is what :func:`rate_sweep_plot` takes (rate → the three policies' results).
+    ``references`` maps a source to the rate it measured at and its two ratios, e.g.
+    ``{"vLLM paper": (2.0, {"paged/oracle": 2.2, "paged/max": 4.3})}``; each source gets its own
+    marker, in the colour of the ratio. ``knee`` (a rate, e.g. where Paged stops keeping up)
+    draws a dashed vertical there. A dotted line at 1 is "no gain". Returns the axes.
+    """
+    if not isinstance(sweep, Mapping) or not sweep:
+        raise ValueError("sweep must be a non-empty dict: rate -> {policy name: AccountingResult}")
+    rates = sorted(float(r) for r in sweep)
+    ratios = {float(r): concurrency_ratios(dict(res)) for r, res in sweep.items()}
+    references = dict(references or {})
+    if len(references) > len(_REFERENCE_MARKERS):
+        raise ValueError(f"at most {len(_REFERENCE_MARKERS)} references, got {len(references)}")
+    if ax is None:
+        ax = Figure(figsize=(7.0, 3.6), layout="constrained").add_subplot()
+    for key, label, policy in _RATIOS:
+        ax.plot(
+            rates,
+            [ratios[r][key] for r in rates],
+            color=POLICY_COLORS[policy],
+            marker="o",
+            ms=4.5,
+            lw=2,
+            label=label,
+        )
+    for (source, (rate, values)), (marker, size) in zip(
+        references.items(), _REFERENCE_MARKERS, strict=False
+    ):
+        missing = [key for key, _, _ in _RATIOS if key not in values]
+        if missing:
+            raise ValueError(f"reference {source!r} lacks {missing}")
+        for key, _, policy in _RATIOS:
+            ax.plot(
+                [float(rate)],
+                [float(values[key])],
+                ls="none",
+                marker=marker,
+                ms=size,
+                mfc="white",
+                mec=POLICY_COLORS[policy],
+                mew=2,
+                zorder=4,
+            )
+        # The legend shows the source's marker in neutral grey: the colour belongs to the ratio.
+        proxy = {"marker": marker, "ms": size, "mfc": "white", "mec": "0.3", "mew": 2}
+        ax.plot([], [], ls="none", label=source, **proxy)
+    ax.axhline(1.0, color="0.5", lw=1, ls=":")
+    if knee is not None:
+        ax.axvline(float(knee), color="0.35", lw=1.2, ls="--")
+        ax.annotate(
+            "Paged\nsaturates",
+            xy=(float(knee), 0.0),
+            xycoords=("data", "axes fraction"),
+            xytext=(4, 4),
+            textcoords="offset points",
+            ha="left",
+            va="bottom",
+            fontsize=fontsize - 1,
+            color="0.25",
+        )
+    ax.set_xlim(0, rates[-1] * 1.04)
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("request rate (req/s)", fontsize=fontsize)
+    ax.set_ylabel("ratio of requests running at once", fontsize=fontsize)
+    ax.grid(alpha=0.3)
+    despine(ax)
+    ax.legend(frameon=False, fontsize=fontsize - 1, loc="upper left")
+    if title:
+        ax.set_title(title, loc="left", fontsize=fontsize + 1)
+    return ax
+
+
+def _legend_width_in(labels: Sequence[str], ncols: int, fontsize: float) -> float:
+    """About how wide (inches) a frameless legend of ``labels`` in ``ncols`` columns is: each
+    column as wide as its longest label (≈ 0.58 em a character) plus its handle (2.8 em), and 2 em
+    between columns; matplotlib fills the columns top to bottom."""
+    rows = -(-len(labels) // ncols)
+    columns = [labels[i : i + rows] for i in range(0, len(labels), rows)]
+    ems = sum(0.58 * max(map(len, col)) + 2.8 for col in columns) + 2.0 * (len(columns) - 1)
+    return ems * fontsize / 72
 
 
 def _as_results(results: object) -> list[AccountingResult]:
