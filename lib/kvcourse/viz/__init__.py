@@ -1,6 +1,8 @@
 """The book's drawings, tables and JupyterLab steppers, one module per chapter's pictures.
 
 * :mod:`kvcourse.viz.style`: the one palette, font size and drawing pieces every figure shares;
+* §2, virtual memory: :mod:`kvcourse.viz.os_paging` (one address translated; page tables and
+  the frames they point at);
 * §3, where the memory went: :mod:`kvcourse.viz.arena` (a contiguous arena and its kinds of
   waste), :mod:`kvcourse.viz.buddy` (the buddy walk-through), :mod:`kvcourse.viz.memory` (a
   serving run's memory: breakdown bars, timelines, rate sweeps);
@@ -67,6 +69,13 @@ from kvcourse.viz.memory import (
     memory_breakdown_bars,
     memory_timeline_plot,
     rate_sweep_plot,
+    ratio_sweep_plot,
+)
+from kvcourse.viz.os_paging import (
+    PageTableArtists,
+    draw_page_tables,
+    draw_translation,
+    page_table_legend_handles,
 )
 from kvcourse.viz.overview import (
     draw_system_overview,
@@ -105,6 +114,11 @@ from kvcourse.viz.widgets import (
 )
 
 __all__ = [
+    # §2
+    "PageTableArtists",
+    "draw_page_tables",
+    "draw_translation",
+    "page_table_legend_handles",
     # §3
     "KIND_COLORS",
     "KIND_LABELS",
@@ -120,6 +134,7 @@ __all__ = [
     "memory_breakdown_bars",
     "memory_timeline_plot",
     "rate_sweep_plot",
+    "ratio_sweep_plot",
     # §4
     "FOUR_SCORE_OUTPUT",
     "FOUR_SCORE_PROMPT",
