@@ -11,12 +11,13 @@ ASSIGNMENTS ?=
 # The assignment a collected folder holds (needed once there is more than one assignment).
 ASSIGNMENT ?=
 
-.PHONY: help venv book test test-fast lint format lab release collect autograde feedback export clean
+.PHONY: help venv browser book test test-fast lint format lab release collect autograde feedback export clean
 
 help:
 	@echo "make book       build the book into _build/html (creates .venv on first use)"
 	@echo "make test       lint, check formatting, run every test (library, assignments, book build)"
 	@echo "make test-fast  lint and the fast tests only (no book build, nbgrader or Triton interpreter)"
+	@echo "make browser    install Debian's chromium for the browser tests (as root; CI does this)"
 	@echo "make lab        open the student notebooks in JupyterLab"
 	@echo "make release    regenerate notebooks/ from solutions/ (instructors)"
 	@echo "make collect INBOX=dir ASSIGNMENT=a  copy notebooks or zips into grading/submitted/"
@@ -33,6 +34,18 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 venv: $(VENV)/.installed
+
+# The browser tests (tests/browser) drive Debian's Chromium with Playwright; Playwright's own browser
+# download is never used. Without chromium those tests are skipped and say how to get it.
+browser:
+	@if [ -x /usr/bin/chromium ]; then echo "browser tests: $$(/usr/bin/chromium --version 2>/dev/null)"; \
+	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			chromium fonts-noto-cjk >/dev/null && echo "installed $$(/usr/bin/chromium --version 2>/dev/null)"; \
+	else \
+		echo "chromium is missing: run 'sudo apt-get install chromium fonts-noto-cjk' for the" \
+			"browser tests (they are skipped without it)" >&2; \
+	fi
 
 # The execution cache keys pages on their own source only, so a change in the library (or a new
 # benchmark result that §4 shows) would leave stale outputs: drop the cache when those change.
@@ -61,8 +74,9 @@ format: venv
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
+# Students' JupyterLab: grading/student_lab/ hides nbgrader's instructor tools and the news prompt.
 lab: venv
-	$(BIN)/jupyter lab notebooks/
+	JUPYTER_CONFIG_PATH="$(CURDIR)/grading/student_lab" $(BIN)/jupyter lab notebooks/
 
 release: venv
 	$(BIN)/kvcourse-grade release $(ASSIGNMENTS)

@@ -1,5 +1,37 @@
-"""Shared test set-up: figures are drawn headless (no display on CI)."""
+"""Shared test set-up: figures are drawn headless (no display on CI), and the book is built once
+per test run for every test that needs it (tests/test_book.py and the browser tests)."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import matplotlib
+import pytest
 
 matplotlib.use("Agg")
+
+ROOT = Path(__file__).resolve().parents[1]
+JUPYTER_BOOK = Path(sys.executable).with_name("jupyter-book")
+
+
+@pytest.fixture(scope="session")
+def built_book(tmp_path_factory) -> Path:
+    """The book built from this checkout with warnings as errors; its ``_build/html`` folder.
+
+    ``KVCOURSE_BUILT_BOOK=_build/html`` reuses a book already built (by ``make book``) instead, for
+    a quick rerun of the tests that only read it."""
+    reuse = os.environ.get("KVCOURSE_BUILT_BOOK")
+    if reuse:
+        yield Path(reuse).resolve()
+        return
+    if not JUPYTER_BOOK.exists():
+        pytest.fail(f"jupyter-book is not installed next to {sys.executable}; run `make test`")
+    out = tmp_path_factory.mktemp("book")
+    command = [str(JUPYTER_BOOK), "build", str(ROOT), "--path-output", str(out), "-W", "-n"]
+    result = subprocess.run([*command, "--keep-going"], capture_output=True, text=True, timeout=900)
+    log = result.stdout[-6000:] + result.stderr[-6000:]
+    assert result.returncode == 0, f"book build failed (warnings are errors):\n{log}"
+    yield out / "_build" / "html"
+    shutil.rmtree(out, ignore_errors=True)

@@ -56,9 +56,7 @@ def check_positive_int(name: str, value: object, example: str = "") -> int:
 def check_positive_number(name: str, value: object, unit: str = "") -> float:
     """``value`` as a finite ``float`` greater than 0 (a rate, a bandwidth, a time)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(
-            f"{name} must be a positive number, got {value!r} ({type(value).__name__})"
-        )
+        raise TypeError(f"{name} must be a positive number, got {value!r} ({type(value).__name__})")
     value = float(value)
     if not (math.isfinite(value) and value > 0):
         raise ValueError(f"{name} must be a positive, finite number{unit}, got {value!r}")

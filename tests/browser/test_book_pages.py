@@ -1,0 +1,144 @@
+"""The built book in a real browser, at a laptop's and a phone's width: every page loads clean,
+equations are typeset, nothing is wider than the screen, the phone menu opens the contents, and
+search finds English and Chinese terms. A screenshot of every page at both widths is kept under
+``_build/test-artifacts/book/``."""
+
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+WIDTHS = (1280, 390)
+#: LaTeX that MathJax would have typeset: seen in a page's text, it was not.
+RAW_TEX = re.compile(r"\\\(|\\\[|\$\$|\\frac|\\lceil|\\times|\\mathrm|\\text\{")
+
+
+def pages(html_root: Path) -> list[str]:
+    return sorted(str(p.relative_to(html_root)) for p in html_root.glob("book/*.html"))
+
+
+@pytest.fixture(scope="module")
+def book_pages(built_book):
+    found = pages(built_book)
+    assert len(found) >= 7, f"expected the book's pages under {built_book}/book, found {found}"
+    return found
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_every_page_loads_clean_and_fits(browser, book_url, book_pages, width, watch, shoot):
+    failures = []
+    for name in book_pages:
+        page = browser.new_page(viewport={"width": width, "height": 900})
+        problems = watch(page)
+        page.goto(f"{book_url}/{name}", wait_until="networkidle")
+        page.wait_for_function("() => !window.MathJax || MathJax.startup?.promise", timeout=20000)
+        page.evaluate("() => window.MathJax?.startup?.promise")
+        state = page.evaluate(
+            """() => ({
+                width: document.documentElement.scrollWidth,
+                text: document.querySelector('article')?.innerText ?? '',
+                math: document.querySelectorAll('.math').length,
+                typeset: document.querySelectorAll('mjx-container').length,
+                broken: [...document.images].filter(i => !i.complete || i.naturalWidth === 0)
+                    .map(i => i.getAttribute('src')),
+                widgets: document.querySelectorAll(
+                    'script[type="application/vnd.jupyter.widget-view+json"]').length,
+                widgetViews: document.querySelectorAll('.jupyter-widgets, .widget-area').length,
+            })"""
+        )
+        shoot(page, f"book/{Path(name).stem}-{width}")
+        where = f"{name} at {width} px"
+        if problems.messages:
+            failures.append(f"{where}: console errors {problems.messages}")
+        if state["width"] > width:
+            failures.append(
+                f"{where}: the page is {state['width']} px wide (wider than the screen)"
+            )
+        if raw := RAW_TEX.findall(state["text"]):
+            failures.append(f"{where}: raw LaTeX left in the text: {sorted(set(raw))}")
+        if state["math"] and state["typeset"] == 0:
+            failures.append(f"{where}: {state['math']} equations, none typeset by MathJax")
+        if state["broken"]:
+            failures.append(f"{where}: images that did not load: {state['broken']}")
+        if state["widgets"] and not state["widgetViews"]:
+            failures.append(f"{where}: saved widget state but no widget shown")
+        page.close()
+    assert not failures, "\n".join(failures)
+
+
+class _Links(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.links, self.images, self.ids = [], [], set()
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if attrs.get("id"):
+            self.ids.add(attrs["id"])
+        if tag == "a" and attrs.get("href"):
+            self.links.append(attrs["href"])
+        if tag == "img" and attrs.get("src"):
+            self.images.append(attrs["src"])
+
+
+def parse(path: Path) -> _Links:
+    parser = _Links()
+    parser.feed(path.read_text(encoding="utf-8"))
+    return parser
+
+
+def test_no_broken_internal_link_or_image(built_book):
+    parsed = {path: parse(path) for path in built_book.rglob("*.html")}
+    broken = []
+    for path, found in parsed.items():
+        for target in found.links + found.images:
+            parts = urlsplit(target)
+            if parts.scheme or parts.netloc or target.startswith(("mailto:", "javascript:")):
+                continue
+            file = (path.parent / unquote(parts.path)).resolve() if parts.path else path
+            if not file.exists():
+                broken.append(f"{path.relative_to(built_book)}: {target} (no such file)")
+            elif parts.fragment and file.suffix == ".html":
+                ids = parsed[file].ids if file in parsed else parse(file).ids
+                if unquote(parts.fragment) not in ids:
+                    broken.append(f"{path.relative_to(built_book)}: {target} (no such anchor)")
+    assert not broken, "broken internal links or images:\n" + "\n".join(sorted(broken))
+
+
+def test_the_phone_menu_opens_the_table_of_contents(browser, book_url, book_pages, shoot):
+    page = browser.new_page(viewport={"width": 390, "height": 800})
+    page.goto(f"{book_url}/{book_pages[0]}", wait_until="networkidle")
+    toggles = page.locator(".primary-toggle")
+    visible = [toggles.nth(i) for i in range(toggles.count()) if toggles.nth(i).is_visible()]
+    assert visible, "no visible menu button (☰) at 390 px"
+    sidebar = page.locator(".bd-sidebar-primary")
+    assert not sidebar.is_visible() or sidebar.bounding_box()["x"] < 0
+    visible[0].click()
+    page.wait_for_timeout(600)
+    box = sidebar.bounding_box()
+    assert sidebar.is_visible() and box and box["x"] >= 0 and box["width"] > 200, (
+        f"the menu button did not open the contents (sidebar box {box})"
+    )
+    links = sidebar.locator("a.reference.internal").all_inner_texts()
+    shoot(page, "book/menu-390")
+    assert len(links) >= len(book_pages) - 1, f"the opened menu lists only {links}"
+    page.close()
+
+
+@pytest.mark.parametrize(
+    "query, expected",
+    [("block table", "04_paged_attention"), ("块表", "04_paged_attention")],
+)
+def test_search_finds_english_and_chinese_terms(browser, book_url, query, expected):
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(f"{book_url}/search.html?q={query}", wait_until="networkidle")
+    page.wait_for_selector("#search-results ul.search li, #search-results p", timeout=20000)
+    hits = page.locator("#search-results ul.search li a").evaluate_all(
+        "links => links.map(a => a.getAttribute('href'))"
+    )
+    page.close()
+    assert any(expected in hit for hit in hits), f"searching {query!r} found {hits}"
