@@ -85,18 +85,22 @@ def test_the_latest_arrived_running_request_is_preempted_all_or_nothing():
     assert sorted(finished) == [0, 1, 2]
 
 
-def test_victims_of_one_iteration_go_to_the_front_in_the_order_they_were_preempted():
+def test_victims_of_one_iteration_go_back_to_the_front_in_arrival_order():
     # Blocks of one slot: every token needs a block. Five requests hold two blocks each, all ten;
-    # at t = 1 request 0's block comes from request 4, request 2's from request 3. The queue's
-    # front is then 4, 3: the book's numbers depend on this order, so it is pinned here.
+    # at t = 1 request 0's block comes from request 4, request 2's from request 3. Both go back to
+    # the front of the queue, earliest-arrived first (3, 4), so queue and batch stay in arrival
+    # order and the next victim is again the latest-arrived. (Before the fix they went back as
+    # 4, 3, and §3's paged figures moved a little: 1922 → 1944 preemptions at 3 req/s.)
     requests = [Request(i, 0.0, 1, 5) for i in range(5)]
     scheduler = Scheduler(requests, PagedPolicy(1), num_slots=10, cost=UNIT)
     scheduler.step()
     second = scheduler.step()
-    assert ids(second.preempted) == [4, 3]
-    assert ids(scheduler.waiting) == [4, 3] and ids(scheduler.running) == [0, 1, 2]
+    assert ids(second.preempted) == [4, 3]  # the order they were preempted in
+    assert ids(scheduler.waiting) == [3, 4] and ids(scheduler.running) == [0, 1, 2]
     third = scheduler.step()
-    assert ids(third.preempted) == [2] and ids(scheduler.waiting) == [2, 4, 3]
+    assert ids(third.preempted) == [2] and ids(scheduler.waiting) == [2, 3, 4]
+    readmitted = [ids(it.admitted) for it in scheduler if it.admitted]
+    assert sum(readmitted, []) == [1, 2, 3, 4]  # re-admitted in arrival order
 
 
 class PreemptTheEarliest(Scheduler):
@@ -186,6 +190,28 @@ def test_bad_arguments_raise_clearly():
 # ---------------------------------------------------------------------------- invariants
 
 
+def assert_arrival_order(scheduler: Scheduler) -> None:
+    """The queue and the batch are each in arrival order (the scheduler's invariant)."""
+    for lives in (list(scheduler.waiting), scheduler.running):
+        orders = [live.order for live in lives]
+        assert orders == sorted(orders), ids(lives)
+
+
+def test_a_chosen_victim_goes_back_to_its_place_and_the_batch_stays_in_arrival_order():
+    # Preempting the earliest: request 0 leaves the batch; when it comes back it goes to the front
+    # of the batch, not the end, so the batch is still in arrival order.
+    scheduler = PreemptTheEarliest(
+        three_that_outgrow_four_blocks(), PagedPolicy(4), num_slots=16, cost=UNIT
+    )
+    scheduler.step()
+    scheduler.step()
+    assert ids(scheduler.waiting) == [0] and ids(scheduler.running) == [1, 2]
+    for it in scheduler:
+        assert_arrival_order(scheduler)
+        if 0 in ids(it.admitted):
+            assert ids(scheduler.running)[0] == 0
+
+
 @st.composite
 def runs(draw):
     """A small workload and a memory that each of its requests fits alone."""
@@ -234,6 +260,7 @@ def test_a_workload_whose_largest_request_fits_always_completes(run):
             assert live.done == live.output
             finished.append(live.request.request_id)
         assert all(live.table is None and live.size == 0 for live in scheduler.waiting)
+        assert_arrival_order(scheduler)
         if paged:
             assert it.reserved == 0 and it.external == 0
             blocks = sum(live.table.num_blocks for live in scheduler.running)
@@ -248,7 +275,8 @@ def test_a_workload_whose_largest_request_fits_always_completes(run):
     # Each request runs its prompt and all but its last token through the model, plus what
     # recomputation repeats: the prompt and generated tokens, less the one not yet fed back.
     work = sum(r.prompt_len + r.output_len - 1 for r in requests)
-    assert new_tokens == work + scheduler.recomputed_tokens - scheduler.preemptions
+    assert new_tokens == work + scheduler.recomputed_tokens - scheduler.recomputations
+    assert scheduler.recomputations == scheduler.preemptions  # recompute is the default
 
 
 class PreemptByPick(Scheduler):
@@ -272,6 +300,7 @@ def test_whatever_victim_is_chosen_preemption_is_all_or_nothing(run, pick):
         for victim in it.preempted:
             assert victim.new and victim.table is None and victim.size == 0
         assert all(live.table is None and live.size == 0 for live in scheduler.waiting)
+        assert_arrival_order(scheduler)  # whoever the victim, queue and batch stay in order
         held = sum(
             live.size if live.table is None else live.table.capacity for live in scheduler.running
         )

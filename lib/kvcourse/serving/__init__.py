@@ -1,20 +1,36 @@
-"""Serving simulation (§3, §6, §7): iteration cost, memory policies and the scheduler.
+"""Serving simulation (§3, §6, §7): iteration cost, memory policies, the scheduler, preemption and
+latency.
 
 * :mod:`kvcourse.serving.cost`: how long one iteration takes, a roofline (:class:`IterationCost`);
-* :mod:`kvcourse.serving.memory`: the KV memory of one run, contiguous runs or blocks;
-* :mod:`kvcourse.serving.policies`: the three ways to hand it out, Max, Oracle and Paged;
-* :mod:`kvcourse.serving.scheduler`: the scheduler, one iteration at a time (:class:`Scheduler`);
+* :mod:`kvcourse.serving.swap_cost`: what swapping a sequence's blocks over PCIe costs against
+  recomputing them (:class:`SwapCost`, exercise 6);
+* :mod:`kvcourse.serving.memory`: the KV memory of one run, contiguous runs or blocks, and the
+  CPU block pool swapped blocks go to;
+* :mod:`kvcourse.serving.policies`: the three ways to hand it out, Max, Oracle and Paged, and how
+  Paged brings a preempted request back (recompute, swap, or the cheaper);
+* :mod:`kvcourse.serving.checks`: the checks on a run's requests and times;
+* :mod:`kvcourse.serving.scheduler`: the scheduler, one iteration at a time, first come first
+  served, preempting the latest-arrived (:class:`Scheduler`);
 * :mod:`kvcourse.serving.records`: what a run reports, per iteration and in all, and the five
   kinds of KV memory;
-* :mod:`kvcourse.serving.simulation`: :func:`simulate` and the §3.3, §3.4 comparisons.
+* :mod:`kvcourse.serving.simulation`: :func:`simulate` and the §3.3, §3.4 comparisons;
+* :mod:`kvcourse.serving.latency`: per-request times and normalized latency
+  (:func:`measure_latency`);
+* :mod:`kvcourse.serving.sweep`: latency against request rate and the highest sustainable rate
+  (:func:`latency_rate_sweep`, §7);
+* :mod:`kvcourse.serving.progress`: exercise 12 on a workload: every request finishes and the
+  oldest is never preempted (:func:`check_progress`), and a scheduler for which that fails.
 """
 
 from __future__ import annotations
 
+from kvcourse.serving.checks import check_requests
 from kvcourse.serving.cost import IterationCost
+from kvcourse.serving.latency import LatencyResult, RequestTimes, measure_latency
 from kvcourse.serving.memory import AllocatorContractError, LiveRequest
 from kvcourse.serving.policies import (
     A100_SLOTS,
+    RECOVERIES,
     AllocatorSource,
     MemoryPolicy,
     OraclePolicy,
@@ -22,6 +38,7 @@ from kvcourse.serving.policies import (
     ReserveMaxPolicy,
     default_policies,
 )
+from kvcourse.serving.progress import PreemptEarliest, ProgressCheck, check_progress
 from kvcourse.serving.records import (
     KINDS,
     AccountingResult,
@@ -35,6 +52,27 @@ from kvcourse.serving.simulation import (
     compare_policies,
     concurrency_ratios,
     simulate,
+    workload_lengths,
+)
+from kvcourse.serving.swap_cost import (
+    EX6_RECOMPUTE_S,
+    PCIE_BANDWIDTH,
+    PCIE_PER_COPY_S,
+    SwapCost,
+    SwapVsRecompute,
+    ex6,
+    iteration_recompute_seconds,
+    recompute_seconds,
+    swap_crossover_block_size,
+    swap_vs_recompute,
+)
+from kvcourse.serving.sweep import (
+    LATENCY_TARGET_S,
+    SHAREGPT_RATES,
+    RateSweep,
+    bisect_sustainable_rate,
+    latency_rate_sweep,
+    sustainable_rate,
 )
 
 __all__ = [
@@ -51,11 +89,39 @@ __all__ = [
     "MemoryPolicy",
     "OraclePolicy",
     "PagedPolicy",
+    "RECOVERIES",
     "ReserveMaxPolicy",
     "Scheduler",
     "a100_accounting",
+    "check_requests",
     "compare_policies",
     "concurrency_ratios",
     "default_policies",
     "simulate",
+    "workload_lengths",
+    # §6: swap or recompute, exercise 6
+    "EX6_RECOMPUTE_S",
+    "PCIE_BANDWIDTH",
+    "PCIE_PER_COPY_S",
+    "SwapCost",
+    "SwapVsRecompute",
+    "ex6",
+    "iteration_recompute_seconds",
+    "recompute_seconds",
+    "swap_crossover_block_size",
+    "swap_vs_recompute",
+    # §6: exercise 12
+    "PreemptEarliest",
+    "ProgressCheck",
+    "check_progress",
+    # §7: latency against request rate
+    "LATENCY_TARGET_S",
+    "SHAREGPT_RATES",
+    "LatencyResult",
+    "RateSweep",
+    "RequestTimes",
+    "bisect_sustainable_rate",
+    "latency_rate_sweep",
+    "measure_latency",
+    "sustainable_rate",
 ]

@@ -49,10 +49,13 @@ class LiveRequest:
 
     ``prompt`` is the prompt length, ``output`` the number of tokens it will generate and ``final``
     their sum, the tokens it holds when it finishes. ``done`` counts the output tokens generated so
-    far (a preempted request keeps its count: recomputation re-reads them as prompt). ``new`` is
-    true while its next iteration is a (re)prefill. The memory keeps its handle here: ``offset`` and
-    ``size`` of a contiguous run (-1 and 0 while it holds none), or its block ``table``.
-    Compared by identity: two live requests are never the same one.
+    far (a preempted request keeps its count: recomputation re-reads them as prompt, swapping keeps
+    their KV). ``new`` is true while its next iteration is a (re)prefill. The memory keeps its
+    handle here: ``offset`` and ``size`` of a contiguous run (-1 and 0 while it holds none), or its
+    block ``table``; ``cpu_blocks`` are the CPU pool's blocks holding its KV while it is swapped out
+    (§6), empty otherwise. ``order`` is its place in arrival order (the scheduler sets it; the
+    queue and the batch are kept sorted by it) and ``preemptions`` counts how often it was
+    preempted. Compared by identity: two live requests are never the same one.
     """
 
     request: Request
@@ -64,6 +67,9 @@ class LiveRequest:
     offset: int = -1
     size: int = 0
     table: BlockTable | None = None
+    cpu_blocks: tuple[int, ...] = ()
+    order: int = -1
+    preemptions: int = 0
 
     def __post_init__(self) -> None:
         self.prompt = self.request.prompt_len
@@ -77,7 +83,8 @@ class KVMemory:
     The scheduler calls :meth:`admit` to let a waiting request in, :meth:`grow` before each
     iteration to give every running request the slot of its next token, and :meth:`release` when a
     request finishes or is preempted. :meth:`need`, :meth:`allocated` and :meth:`split_allocated`
-    feed the accounting of the five kinds of memory (:mod:`kvcourse.serving.records`).
+    feed the accounting of the five kinds of memory (:mod:`kvcourse.serving.records`);
+    :meth:`swap_out` and :meth:`swap_in` move a preempted request's KV to CPU memory and back (§6).
     """
 
     def need(self, live: LiveRequest) -> int:
@@ -109,6 +116,17 @@ class KVMemory:
         the running requests and the sum of their ``final`` lengths. Contiguous: the slots up to
         each final length are reserved, those beyond are internal fragmentation."""
         return final - stored, allocated - final
+
+    def swap_out(self, live: LiveRequest) -> int:
+        """Copy the KV of ``live`` (just released: preempted) to CPU memory: the blocks its stored
+        tokens fill, kept in ``live.cpu_blocks``. Returns how many blocks were copied, 0 (nothing
+        changed) when the CPU pool cannot take them all. Contiguous memories swap nothing."""
+        return 0
+
+    def swap_in(self, live: LiveRequest) -> int:
+        """Give back the CPU blocks of ``live`` once it is admitted again (its KV copied back into
+        the GPU blocks :meth:`admit` gave it); returns how many blocks were copied."""
+        return 0
 
 
 class ContiguousMemory(KVMemory):
@@ -202,11 +220,26 @@ class PagedMemory(KVMemory):
 
     A request is admitted when the blocks for its (re)prompt plus its first new token are free.
     Nothing is reserved ahead; the empty slots of each last block are internal fragmentation.
+
+    ``cpu_blocks`` > 0 adds a CPU block pool of that many blocks (``cpu_pool``) for swapping (§6):
+    :meth:`swap_out` copies a preempted request's blocks there, all or none, and :meth:`swap_in`
+    gives them back when it is admitted again.
     """
 
-    def __init__(self, num_slots: int, block_size: int) -> None:
+    def __init__(self, num_slots: int, block_size: int, cpu_blocks: int = 0) -> None:
         self._pool = BlockPool(num_slots // block_size, block_size)
         self._block_size = block_size
+        self.cpu_pool = BlockPool(cpu_blocks, block_size) if cpu_blocks > 0 else None
+
+    @property
+    def pool(self) -> BlockPool:
+        """The GPU block pool."""
+        return self._pool
+
+    @property
+    def block_size(self) -> int:
+        """Token slots per block."""
+        return self._block_size
 
     def need(self, live: LiveRequest) -> int:
         tokens = live.prompt + live.done + 1
@@ -246,3 +279,18 @@ class PagedMemory(KVMemory):
     def split_allocated(self, stored: int, final: int, allocated: int) -> tuple[int, int]:
         """Paged: nothing is reserved; every allocated slot without a token is internal."""
         return 0, allocated - stored
+
+    def swap_out(self, live: LiveRequest) -> int:
+        cpu = self.cpu_pool
+        blocks = ceil_div(live.prompt + live.done, self._block_size)
+        if cpu is None or blocks > cpu.num_free:
+            return 0
+        live.cpu_blocks = tuple(cpu.allocate_many(blocks))
+        return blocks
+
+    def swap_in(self, live: LiveRequest) -> int:
+        blocks = live.cpu_blocks
+        for block_id in blocks:
+            self.cpu_pool.release(block_id)
+        live.cpu_blocks = ()
+        return len(blocks)

@@ -11,7 +11,9 @@ it out:
   by default the :class:`~kvcourse.blocks.buddy.BuddyAllocator`, which rounds up to a power of two;
 * :class:`PagedPolicy` ("Paged"): PagedAttention's blocks of 16 slots
   (:class:`~kvcourse.blocks.pool.BlockPool`, :class:`~kvcourse.blocks.table.BlockTable`), allocated
-  on demand as tokens arrive, with nothing reserved.
+  on demand as tokens arrive, with nothing reserved. When the blocks run out the scheduler preempts
+  a request, and the policy's ``recovery`` (§6.2, :data:`RECOVERIES`) says how it comes back:
+  recomputed, swapped through a CPU block pool, or whichever is cheaper.
 
 A policy is configuration only: :meth:`MemoryPolicy.start_memory` builds a fresh, empty
 :class:`~kvcourse.serving.memory.KVMemory` for each run, so one policy object serves many runs.
@@ -25,9 +27,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from kvcourse._checks import check_positive_int
+from kvcourse._checks import check_count, check_positive_int
 from kvcourse.blocks.buddy import BuddyAllocator, ContiguousAllocator
 from kvcourse.serving.memory import ContiguousMemory, KVMemory, PagedMemory
+from kvcourse.serving.swap_cost import SwapCost
 from kvcourse.sizing import kv_token_capacity
 from kvcourse.specs import A100_40GB, OPT_13B
 from kvcourse.workloads import Request
@@ -38,6 +41,7 @@ __all__ = [
     "MemoryPolicy",
     "OraclePolicy",
     "PagedPolicy",
+    "RECOVERIES",
     "ReserveMaxPolicy",
     "check_policy",
     "default_policies",
@@ -164,29 +168,93 @@ class OraclePolicy(MemoryPolicy):
         return ContiguousMemory(allocator, num_slots, None)
 
 
+#: How a preempted sequence comes back (§6.2): rebuilt by a prefill, copied back from CPU memory,
+#: or whichever of the two the cost models say is cheaper for that sequence.
+RECOVERIES: tuple[str, ...] = ("recompute", "swap", "cheaper")
+
+_RECOVERY_LABELS = {"recompute": "", "swap": ", swap", "cheaper": ", swap or recompute"}
+
+
 class PagedPolicy(MemoryPolicy):
     """The "Paged" policy: PagedAttention's blocks of ``block_size`` slots (16, vLLM's default),
     taken from a :class:`~kvcourse.blocks.pool.BlockPool` only when a sequence's last block is
     full. A request is admitted when its prompt and first token fit now; when the pool runs dry the
-    scheduler preempts a running request (:class:`~kvcourse.serving.scheduler.Scheduler`)."""
+    scheduler preempts a running request (:class:`~kvcourse.serving.scheduler.Scheduler`).
 
-    def __init__(self, block_size: int = 16) -> None:
+    ``recovery`` says how a preempted request comes back (§6.2, :data:`RECOVERIES`):
+
+    * ``"recompute"`` (vLLM's default): its KV is dropped; when it is admitted again its prompt and
+      generated tokens are prefilled as a new prompt;
+    * ``"swap"``: its blocks are copied to a CPU block pool of ``cpu_blocks`` blocks and copied back
+      when it is admitted again (which needs GPU blocks again), each copy timed by ``swap_cost``
+      and added to the iteration's time; when the CPU pool is full it is recomputed instead;
+    * ``"cheaper"``: swap when out + in (``swap_cost``) takes less time than recomputing its tokens
+      in the iteration model (:func:`~kvcourse.serving.swap_cost.iteration_recompute_seconds`),
+      else recompute; recompute too when the CPU pool is full.
+
+    ``cpu_blocks`` (swapping only): the CPU pool's capacity in blocks; default as many as the GPU
+    pool, the bound the vLLM paper gives for the swap space (not a strict one: running requests
+    grow into the blocks victims freed, so a contrived workload can need more; on the ShareGPT-like
+    workloads the peak stays near a quarter of it). ``swap_cost``: the PCIe model, by
+    default :meth:`SwapCost.for_model` of OPT-13B at this block size (25 GB/s, 10 µs per copy),
+    matching the default iteration cost. ``name`` keys results (default ``"Paged"``): give two
+    paged policies different names to compare them in one call.
+    """
+
+    def __init__(
+        self,
+        block_size: int = 16,
+        *,
+        recovery: str = "recompute",
+        cpu_blocks: int | None = None,
+        swap_cost: SwapCost | None = None,
+        name: str = "Paged",
+    ) -> None:
         block_size = check_positive_int("block_size", block_size, "e.g. 16")
+        if not isinstance(recovery, str) or recovery not in RECOVERIES:
+            raise ValueError(
+                f"PagedPolicy: unknown recovery {recovery!r}; pass one of {', '.join(RECOVERIES)}"
+            )
+        if cpu_blocks is not None:
+            cpu_blocks = check_count("cpu_blocks", cpu_blocks)
+            if cpu_blocks == 0 and recovery != "recompute":
+                raise ValueError(
+                    f"PagedPolicy: recovery {recovery!r} with cpu_blocks=0: a CPU pool of no "
+                    f"blocks can hold no swapped KV; give it blocks (e.g. cpu_blocks=787) or use "
+                    f"recovery='recompute'"
+                )
+        if swap_cost is None:
+            swap_cost = SwapCost.for_model(OPT_13B, block_size)
+        elif not isinstance(swap_cost, SwapCost):
+            raise TypeError(
+                f"PagedPolicy: swap_cost must be a SwapCost such as SwapCost.for_model(OPT_13B, "
+                f"{block_size}), got {swap_cost!r}"
+            )
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"PagedPolicy: name must be a non-empty str, got {name!r}")
         self.block_size = block_size
-        self.name = "Paged"
-        self.label = f"Paged (block {block_size})"
+        self.recovery = recovery
+        self.cpu_blocks = cpu_blocks
+        self.swap_cost = swap_cost
+        self.name = name
+        self.label = f"Paged (block {block_size}{_RECOVERY_LABELS[recovery]})"
 
     def start_memory(self, num_slots: int, requests: Sequence[Request]) -> KVMemory:
-        """A pool of whole blocks over ``num_slots`` slots (the remainder stays unused)."""
+        """A pool of whole blocks over ``num_slots`` slots (the remainder stays unused), and for
+        swapping a CPU pool of ``cpu_blocks`` blocks."""
         usable = num_slots // self.block_size * self.block_size
         longest = max(requests, key=lambda r: r.total_len)
         if longest.total_len > usable:
             raise ValueError(
                 f"PagedPolicy: request {longest.request_id} needs {longest.total_len} slots but "
                 f"the pool holds only {usable} ({num_slots} slots in blocks of "
-                f"{self.block_size}); clip the workload or add slots"
+                f"{self.block_size}), so it can never fit, even alone; clip the workload or add "
+                f"slots"
             )
-        return PagedMemory(num_slots, self.block_size)
+        cpu = 0
+        if self.recovery != "recompute":
+            cpu = num_slots // self.block_size if self.cpu_blocks is None else self.cpu_blocks
+        return PagedMemory(num_slots, self.block_size, cpu)
 
 
 def default_policies(

@@ -47,7 +47,8 @@ class Iteration:
     """One iteration as the scheduler ran it: when it started and how long it took, the KV memory
     at its step 5 in the five kinds (they sum to ``num_slots``), the size of the batch and of the
     queue, the tokens run through the model, and which requests were admitted, preempted (since
-    the previous iteration) and finished in it."""
+    the previous iteration) and finished in it. ``swap_s`` is the copy time of the blocks it
+    swapped out and in (``swapped_out``, ``swapped_in``), included in ``duration_s``."""
 
     time_s: float
     duration_s: float
@@ -62,6 +63,9 @@ class Iteration:
     admitted: tuple[LiveRequest, ...]
     preempted: tuple[LiveRequest, ...]
     finished: tuple[LiveRequest, ...]
+    swap_s: float = 0.0
+    swapped_out: int = 0
+    swapped_in: int = 0
 
 
 @dataclass(frozen=True)
@@ -104,8 +108,9 @@ class AccountingResult:
     ``throughput_rps``: requests finished per second of the measurement window;
     ``tokens_per_s``: output tokens generated per second (recomputation not included).
     ``iterations`` counts measured iterations, ``total_iterations`` all simulated ones;
-    ``preemptions`` and ``recomputed_tokens`` (prompt + generated tokens of each preempted request)
-    count the whole run. ``rate`` is the requests' mean arrival rate (requests per second).
+    ``preemptions`` and ``recomputed_tokens`` (prompt + generated tokens of each preempted request
+    that was recomputed rather than swapped) count the whole run. ``rate`` is the requests' mean
+    arrival rate (requests per second). Per-request latency: :mod:`kvcourse.serving.latency`.
     """
 
     policy: str

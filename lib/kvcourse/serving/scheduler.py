@@ -1,79 +1,59 @@
-"""The serving scheduler (§3.3; §6 and §7 extend it): iteration-level scheduling over KV memory.
+"""The serving scheduler (§3.3, §6): iteration-level scheduling over KV memory, with preemption.
 
 The scheduler serves a stream of requests with **iteration-level scheduling** (Orca's, lecture 6):
 each iteration, every running request produces one token, new requests join the batch between
 iterations and finished ones leave. The memory policy (:mod:`kvcourse.serving.policies`) decides
-how the KV memory is handed out; the scheduler decides who runs.
+how the KV memory is handed out; the scheduler decides who runs — vLLM's policy: first come, first
+served, and when memory runs out the latest-arrived request is preempted (§6.1).
 
 **One iteration**, at simulated time ``t`` (:meth:`Scheduler.step`):
 
 1. requests that have arrived by ``t`` join the back of the waiting queue (first come, first
    served);
-2. every running request gets the slot for this iteration's token, in batch order (a contiguous
-   reservation already holds it; Paged may need a new block). When a new block is needed and none
-   is free, a victim is preempted (:meth:`Scheduler.choose_victim`: the last of the batch, the
-   latest-arrived running request): all its blocks are freed and it goes back to the front of the
-   queue, to be recomputed (:meth:`Scheduler.recover`: its prompt plus the tokens it had generated
-   become its new prompt). Victims of one iteration go to the front in the order they were
-   preempted, so the first, the latest-arrived, is re-admitted first. §6 discusses the
-   alternatives;
+2. every running request gets the slot for this iteration's token, in batch order, earliest
+   arrival first (a contiguous reservation already holds it; Paged may need a new block). When a
+   new block is needed and none is free, the latest-arrived running request is preempted
+   (:meth:`Scheduler.choose_victim`), all or nothing: all its blocks are freed at once, it goes
+   back to its place in the queue's arrival order (the front: it arrived before all who wait),
+   and :meth:`Scheduler.recover` recomputes it (prompt + generated tokens become its new prompt)
+   or swaps its blocks to the CPU pool, as the policy's ``recovery`` says (§6.2);
 3. unless step 2 preempted somebody, waiting requests are admitted in queue order while their
    memory fits — Max and Oracle: the allocator returns a run of 2048, or prompt + output, slots;
-   Paged: the free blocks hold the (re)prompt plus the first new token. The first request that does
-   not fit stops admission (no overtaking);
-4. every running request stores one more token: a newly admitted one stores its whole prompt
-   (prefill) and its first output token, the others one token each (decode). A request of output
-   length ``o`` therefore runs ``o`` iterations and finishes holding prompt + output tokens;
+   Paged: the free blocks hold the (re)prompt plus the first new token; a swapped request gets the
+   same blocks back and its KV is copied in. The first request that does not fit stops admission
+   (no overtaking);
+4. every running request stores one more token: a newly admitted or recomputed one stores its
+   whole (re)prompt (prefill) and its next output token, the others one token each (decode). A
+   request of output length ``o`` therefore runs ``o`` iterations and finishes holding
+   prompt + output tokens;
 5. the memory is accounted into the five kinds (:mod:`kvcourse.serving.records`); then finished
    requests free their memory and leave the batch;
-6. time advances by :meth:`~kvcourse.serving.cost.IterationCost.seconds` of the work done. When
-   nothing is running or waiting, the clock jumps to the next arrival (idle time is not an
-   iteration).
+6. time advances by :meth:`~kvcourse.serving.cost.IterationCost.seconds` of the work done plus
+   the copy time of this iteration's swaps (:class:`~kvcourse.serving.swap_cost.SwapCost`). When
+   nothing is running or waiting, the clock jumps to the next arrival (idle time is not one).
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import deque
 from collections.abc import Iterator, Sequence
+from operator import attrgetter
 from types import TracebackType
 
-from kvcourse._checks import check_positive_int, is_int
+from kvcourse._checks import ceil_div, check_positive_int
+from kvcourse.serving.checks import check_requests
 from kvcourse.serving.cost import IterationCost, check_cost
 from kvcourse.serving.memory import LiveRequest
-from kvcourse.serving.policies import A100_SLOTS, MemoryPolicy, check_policy
+from kvcourse.serving.policies import A100_SLOTS, RECOVERIES, MemoryPolicy, check_policy
 from kvcourse.serving.records import Iteration
+from kvcourse.serving.swap_cost import SwapCost
 from kvcourse.workloads import Request
 
 __all__ = ["Scheduler", "check_requests"]
 
-
-def check_requests(requests: object) -> list[Request]:
-    """``requests`` checked (a non-empty list of :class:`~kvcourse.workloads.Request` with lengths
-    of at least 1 and finite arrival times of at least 0) and sorted into arrival order."""
-    if isinstance(requests, (str, bytes)) or not isinstance(requests, Sequence) or not requests:
-        raise ValueError(
-            "requests must be a non-empty list of kvcourse.workloads.Request, e.g. "
-            f"sharegpt_like(300, rate=3.0); got {requests!r}"
-        )
-    for r in requests:
-        if not isinstance(r, Request):
-            raise TypeError(f"requests must contain only workloads.Request records, got {r!r}")
-        if (
-            not (is_int(r.prompt_len) and is_int(r.output_len))
-            or min(r.prompt_len, r.output_len) < 1
-        ):
-            raise ValueError(
-                f"request {r.request_id}: prompt_len and output_len must be ints >= 1, got "
-                f"{r.prompt_len!r} and {r.output_len!r}"
-            )
-        if not isinstance(r.arrival_s, (int, float)) or not math.isfinite(r.arrival_s):
-            raise ValueError(
-                f"request {r.request_id}: arrival_s must be finite, got {r.arrival_s!r}"
-            )
-        if r.arrival_s < 0:
-            raise ValueError(f"request {r.request_id}: arrival_s must be >= 0, got {r.arrival_s}")
-    return sorted(requests, key=lambda r: (r.arrival_s, r.request_id))
+_order = attrgetter("order")  # a live request's place in arrival order
 
 
 class Scheduler:
@@ -84,33 +64,35 @@ class Scheduler:
     the memory ``policy.start_memory`` built for this run. :meth:`step` runs one iteration and
     returns its :class:`Iteration`, or None once nothing is left to serve or the clock has reached
     ``horizon_s``; iterating over the scheduler runs it to that end. :meth:`close` (or leaving a
-    ``with`` block) frees the memory of the requests still running.
+    ``with`` block) frees the memory of the requests still running (and swapped out).
+
+    Counters for the run so far (``iterations``, ``preemptions`` …) are listed in ``__init__``.
 
     Invariants, true between steps:
 
     * every request is in exactly one place: not yet arrived, ``waiting``, ``running``, or
       finished (it then holds no memory and has generated its whole output);
-    * ``waiting`` holds arrived requests in queue order: the victims of the latest preemption at
-      its front, in the order they were preempted, then those of earlier ones; behind them the
-      requests that never ran, in arrival order (first come, first served). While no iteration
-      preempts more than one request, queue and batch stay in arrival order; the victims of one
-      iteration go back in reverse arrival order (the first preempted is the latest-arrived), and
-      the batch keeps that order when they are re-admitted;
+    * ``waiting`` and ``running`` are each in arrival order (a request's ``order``): arrivals join
+      the back of the queue, victims go back to their place in it (the front, with the default
+      victim), and an admitted request takes its place in the batch (the end, with the default
+      victim). With the default victim, every running request arrived before every waiting one,
+      so the oldest unfinished request is ``running[0]`` whenever anything runs;
     * admission takes the head of the queue or nobody (no overtaking), and admits nobody in an
       iteration whose step 2 preempted a request and left others running;
-    * ``running`` is in admission order; every running request holds memory for each token it has
-      stored (prompt + generated), and under a contiguous policy for every token it will store;
+    * every running request holds memory for each token it has stored (prompt + generated), and
+      under a contiguous policy for every token it will store; a waiting request holds no GPU
+      memory, and CPU blocks exactly while it is swapped out (``cpu_blocks``, then ``new`` is
+      False: it resumes decoding);
     * preemption is all or nothing: the victim frees all its memory, keeps its generated-token
-      count, and is re-admitted later like any waiting request (recompute: it prefills its prompt
-      plus those tokens again);
+      count, and is re-admitted later like any waiting request;
     * ``time_s`` never goes back; the five kinds of every :class:`Iteration` add up to
       ``num_slots``. If every request fits the memory alone and ``horizon_s`` is infinite, every
-      request finishes: with the default victim the head of the batch is preempted only when it is
-      alone, and alone it fits.
+      request finishes (exercise 12): with the default victim the oldest running request is
+      preempted only when it is alone, and alone it fits — so it never is, and always progresses.
 
     Extending it (§6, §7): override :meth:`choose_victim` to preempt someone else, :meth:`recover`
-    to bring a victim back another way (swap its blocks to a CPU pool); read the ``admitted`` and
-    ``finished`` requests of each :class:`Iteration` for latency metrics.
+    to bring a victim back another way; read the ``admitted`` and ``finished`` requests of each
+    :class:`Iteration` for latency metrics (:mod:`kvcourse.serving.latency` does).
     """
 
     def __init__(
@@ -131,16 +113,30 @@ class Scheduler:
         if not horizon_s >= 0:  # also refuses NaN
             raise ValueError(f"horizon_s must be a non-negative number of seconds, got {horizon_s}")
         self.horizon_s = float(horizon_s)
+        self.recovery: str = getattr(policy, "recovery", "recompute")  # one of RECOVERIES
+        self.swap_cost: SwapCost | None = getattr(policy, "swap_cost", None)
+        if self.recovery not in RECOVERIES or (
+            self.recovery != "recompute" and not isinstance(self.swap_cost, SwapCost)
+        ):
+            raise ValueError(f"{policy!r}: recovery must be one of {RECOVERIES} (swapping needs "
+                             f"a SwapCost swap_cost), got {self.recovery!r}")  # fmt: skip
         self.memory = policy.start_memory(self.num_slots, self.requests)
         self.time_s = 0.0
         self.waiting: deque[LiveRequest] = deque()
         self.running: list[LiveRequest] = []
         self.iterations = 0  #: iterations run so far
         self.preemptions = 0  #: requests preempted so far
-        self.recomputed_tokens = 0  #: prompt + generated tokens of each preempted request
+        self.recomputations = 0  #: preemptions recovered by recomputing
+        self.recomputed_tokens = 0  #: prompt + generated tokens of each recomputed request
+        self.swap_outs = 0  #: preemptions recovered by swapping
+        self.swap_fallbacks = 0  #: swaps the CPU pool had no room for, recomputed instead
+        self.swapped_out_blocks = 0  #: KV blocks copied to the CPU pool
+        self.swapped_in_blocks = 0  #: KV blocks copied back
+        self.swap_s = 0.0  #: time of those copies, included in the iterations' durations
         self._next_arrival = 0  # index into self.requests of the next request to arrive
         self._stored = 0  # tokens held by running requests
         self._final = 0  # sum of prompt + output over running requests
+        self._swap_step = [0.0, 0, 0]  # this iteration's copy seconds, blocks out, blocks in
         self._closed = False
 
     # ------------------------------------------------------------------ the loop
@@ -155,6 +151,7 @@ class Scheduler:
         if self._closed:
             raise RuntimeError("this Scheduler is closed; start a new one to serve again")
         preempted: list[LiveRequest] = []
+        self._swap_step = [0.0, 0, 0]
         while True:
             self._join_arrivals()
             if not self.running and not self.waiting:
@@ -192,12 +189,14 @@ class Scheduler:
             request = requests[self._next_arrival]
             if request.arrival_s > self.time_s:
                 break
-            self.waiting.append(LiveRequest(request))
+            live = LiveRequest(request)
+            live.order = self._next_arrival
+            self.waiting.append(live)
             self._next_arrival += 1
 
     def _make_room(self) -> list[LiveRequest]:
         """Step 2: the slot of this iteration's token for every running request, preempting when
-        memory runs out; returns the victims, now at the front of the queue."""
+        memory runs out; returns the victims, now back in the queue."""
         running = self.running
         victims: list[LiveRequest] = []
         i = self.memory.grow(running, 0)
@@ -209,20 +208,38 @@ class Scheduler:
             if j < i:  # the needy request moved one place forward
                 i -= 1
             i = self.memory.grow(running, i)
-        self.waiting.extendleft(reversed(victims))
+        if victims:
+            self._requeue(victims)
         return victims
+
+    def _requeue(self, victims: list[LiveRequest]) -> None:
+        """Victims go back to their places in the queue's arrival order (the front, by default)."""
+        victims = sorted(victims, key=_order)
+        waiting = self.waiting
+        if not waiting or victims[-1].order < waiting[0].order:
+            waiting.extendleft(reversed(victims))
+        else:  # a chosen victim arrived after the head of the queue: merge
+            merged = sorted([*waiting, *victims], key=_order)
+            waiting.clear()
+            waiting.extend(merged)
 
     def _admit(self) -> tuple[list[LiveRequest], int]:
         """Step 3: admit the head of the queue while its memory fits. Returns the admitted requests
         and the slots the refused head asked for (-1 when nobody was refused)."""
         admitted: list[LiveRequest] = []
         waiting = self.waiting
+        running = self.running
         while waiting:
             head = waiting[0]
             if not self.memory.admit(head):
                 return admitted, self.memory.need(head)
             waiting.popleft()
-            self.running.append(head)
+            if head.cpu_blocks:
+                self._swap_in(head)
+            if running and running[-1].order > head.order:  # only after a chosen victim
+                bisect.insort(running, head, key=_order)
+            else:
+                running.append(head)
             self._final += head.final
             admitted.append(head)
         return admitted, -1
@@ -253,7 +270,8 @@ class Scheduler:
         unallocated = self.num_slots - allocated
         # The head was refused although the free slots added up to what it asked for: external.
         external = unallocated if 0 <= refused_need <= unallocated else 0
-        duration = self.cost.seconds(stored, new_tokens)
+        swap_s, swapped_out, swapped_in = self._swap_step
+        duration = self.cost.seconds(stored, new_tokens) + swap_s
         iteration = Iteration(
             time_s=self.time_s,
             duration_s=duration,
@@ -268,6 +286,9 @@ class Scheduler:
             admitted=tuple(admitted),
             preempted=tuple(preempted),
             finished=tuple(finished),
+            swap_s=swap_s,
+            swapped_out=swapped_out,
+            swapped_in=swapped_in,
         )
         self.iterations += 1
         for live in finished:  # released while still in the batch: close() retries after errors
@@ -285,28 +306,56 @@ class Scheduler:
     def choose_victim(self, needy: LiveRequest) -> LiveRequest:
         """The running request to preempt when ``needy`` (running) needs a new block and none is
         free. Override to choose another; it must return a member of ``running``, ``needy`` itself
-        included. Default: the last of the batch, the most recently admitted request — the
-        latest-arrived one unless an earlier iteration preempted several (see the class
-        docstring); vLLM preempts the same way."""
+        included. Default, vLLM's: the latest-arrived running request, the last of the batch
+        (which is in arrival order). It is ``needy`` itself when ``needy`` is the latest."""
         return self.running[-1]
 
     def preempt(self, victim: LiveRequest) -> None:
         """Preempt a running request, all or nothing: take it out of the batch, free all of its KV
-        memory and hand it to :meth:`recover`. The scheduler then puts it at the front of the
-        queue."""
+        memory and hand it to :meth:`recover`. The scheduler then puts it back in the queue."""
         del self.running[self._batch_index(victim)]
         self.memory.release(victim)
         self.preemptions += 1
+        victim.preemptions += 1
         self._stored -= victim.prompt + victim.done
         self._final -= victim.final
         self.recover(victim)
 
     def recover(self, victim: LiveRequest) -> None:
-        """How a preempted request will resume; the recovery hook. Default, recompute: its KV is
-        gone, so when it is re-admitted it prefills its prompt plus the tokens it had generated
-        (counted in ``recomputed_tokens``). §6 adds swapping its blocks out to a CPU pool."""
-        self.recomputed_tokens += victim.prompt + victim.done
+        """How a preempted request will resume; the recovery hook, following the policy's
+        ``recovery`` (§6.2). **Recompute**: its KV is gone, so when it is re-admitted it prefills
+        its prompt plus the tokens it had generated (counted in ``recomputed_tokens``).
+        **Swap**: its blocks are copied to the CPU pool now (the copy time is added to this
+        iteration) and back when it is re-admitted; if the CPU pool has no room, recompute.
+        **Cheaper**: swap when out + in is faster than the iteration model's time for its
+        recompute (``cost.per_new_token_s`` × its tokens), else recompute."""
+        tokens = victim.prompt + victim.done
+        if self.recovery != "recompute":
+            swap = self.swap_cost
+            blocks = ceil_div(tokens, self.memory.block_size)
+            out_s = swap.seconds(blocks)
+            if self.recovery == "swap" or 2 * out_s < self.cost.per_new_token_s * tokens:
+                if self.memory.swap_out(victim):
+                    self.swap_outs += 1
+                    self.swapped_out_blocks += blocks
+                    self.swap_s += out_s
+                    self._swap_step[0] += out_s
+                    self._swap_step[1] += blocks
+                    return  # its KV survives: it resumes decoding once copied back
+                self.swap_fallbacks += 1
+        self.recomputations += 1
+        self.recomputed_tokens += tokens
         victim.new = True
+
+    def _swap_in(self, live: LiveRequest) -> None:
+        """Step 3 for a swapped request: its KV is copied back into the GPU blocks it was given."""
+        blocks = self.memory.swap_in(live)
+        seconds = self.swap_cost.seconds(blocks)
+        self._stored += live.prompt + live.done
+        self.swapped_in_blocks += blocks
+        self.swap_s += seconds
+        self._swap_step[0] += seconds
+        self._swap_step[2] += blocks
 
     def _batch_index(self, live: LiveRequest) -> int:
         for i in range(len(self.running) - 1, -1, -1):  # the victim is usually the last
@@ -320,9 +369,10 @@ class Scheduler:
     # ------------------------------------------------------------------ the end
 
     def close(self, *, after_error: bool = False) -> None:
-        """Free the memory of every request still running, so that a caller's allocator instance
-        is handed back empty; the scheduler serves no more. ``after_error``: best effort, stop at
-        the first release that fails, so the error being handled stays the one reported."""
+        """Free the memory of every request still running, and the CPU blocks of those swapped
+        out, so that a caller's allocator instance is handed back empty; the scheduler serves no
+        more. ``after_error``: best effort, stop at the first release that fails, so the error
+        being handled stays the one reported."""
         if self._closed:
             return
         self._closed = True
@@ -334,6 +384,9 @@ class Scheduler:
                 self.memory.release(live)
             except Exception:  # the original error matters more
                 break
+        for live in self.waiting:
+            if live.cpu_blocks:
+                self.memory.swap_in(live)
 
     def __enter__(self) -> Scheduler:
         return self

@@ -24,6 +24,7 @@ import numpy as np
 
 from kvcourse._checks import check_positive_int
 from kvcourse.blocks.buddy import BuddyAllocator
+from kvcourse.serving.checks import check_requests, check_seconds
 from kvcourse.serving.cost import IterationCost, check_cost
 from kvcourse.serving.policies import (
     A100_SLOTS,
@@ -33,18 +34,16 @@ from kvcourse.serving.policies import (
     default_policies,
 )
 from kvcourse.serving.records import KINDS, AccountingResult, MemoryShares, MemoryTimeline
-from kvcourse.serving.scheduler import Scheduler, check_requests
+from kvcourse.serving.scheduler import Scheduler
 from kvcourse.workloads import ALPACA, SHAREGPT, LengthDistribution, Request, generate_requests
 
-__all__ = ["a100_accounting", "compare_policies", "concurrency_ratios", "simulate"]
-
-
-def _check_seconds(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a number of seconds, got {value!r}")
-    if not math.isfinite(value) or value < 0:
-        raise ValueError(f"{name} must be a finite, non-negative number of seconds, got {value!r}")
-    return float(value)
+__all__ = [
+    "a100_accounting",
+    "compare_policies",
+    "concurrency_ratios",
+    "simulate",
+    "workload_lengths",
+]
 
 
 def simulate(
@@ -71,8 +70,8 @@ def simulate(
     num_slots = check_positive_int("num_slots", num_slots, "e.g. A100_SLOTS (12,596)")
     cost = check_cost(cost)
     last_arrival = ordered[-1].arrival_s
-    horizon = last_arrival if horizon_s is None else _check_seconds("horizon_s", horizon_s)
-    warmup = 0.2 * horizon if warmup_s is None else _check_seconds("warmup_s", warmup_s)
+    horizon = last_arrival if horizon_s is None else check_seconds("horizon_s", horizon_s)
+    warmup = 0.2 * horizon if warmup_s is None else check_seconds("warmup_s", warmup_s)
     if horizon <= 0 or warmup >= horizon:
         raise ValueError(
             f"the measurement window [warmup_s, horizon_s) = [{warmup:g}, {horizon:g}) s is "
@@ -156,6 +155,21 @@ def compare_policies(
 _WORKLOADS: dict[str, LengthDistribution] = {"sharegpt": SHAREGPT, "alpaca": ALPACA}
 
 
+def workload_lengths(workload: str | LengthDistribution) -> LengthDistribution:
+    """The length distribution a workload name stands for: ``"sharegpt"`` (mean prompt 161,
+    output 338) or ``"alpaca"`` (19 / 58); a :class:`~kvcourse.workloads.LengthDistribution` is
+    returned as it is."""
+    if isinstance(workload, str):
+        if workload.lower() not in _WORKLOADS:
+            raise ValueError(
+                f"unknown workload {workload!r}; use 'sharegpt', 'alpaca' or a LengthDistribution"
+            )
+        return _WORKLOADS[workload.lower()]
+    if isinstance(workload, LengthDistribution):
+        return workload
+    raise TypeError(f"workload must be a name or a LengthDistribution, got {workload!r}")
+
+
 def a100_accounting(
     workload: str | LengthDistribution = "sharegpt",
     *,
@@ -174,17 +188,7 @@ def a100_accounting(
     :func:`default_policies` with ``allocator`` (or ``policies``) and returns the results keyed by
     policy name.
     """
-    if isinstance(workload, str):
-        if workload.lower() not in _WORKLOADS:
-            raise ValueError(
-                f"unknown workload {workload!r}; use 'sharegpt', 'alpaca' or a LengthDistribution"
-            )
-        dist = _WORKLOADS[workload.lower()]
-    elif isinstance(workload, LengthDistribution):
-        dist = workload
-    else:
-        raise TypeError(f"workload must be a name or a LengthDistribution, got {workload!r}")
-    requests = generate_requests(num_requests, dist, rate=rate, seed=seed)
+    requests = generate_requests(num_requests, workload_lengths(workload), rate=rate, seed=seed)
     if policies is None:
         policies = default_policies(allocator)
     return compare_policies(requests, policies, num_slots=num_slots)
