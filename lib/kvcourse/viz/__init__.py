@@ -14,6 +14,11 @@
 * §5, sharing: :mod:`kvcourse.viz.sharing_frames` (shared block tables recorded from a block
   manager), :mod:`kvcourse.viz.sharing` (those frames drawn, with copy-on-write),
   :mod:`kvcourse.viz.beams` (beam-search fork trees and what sharing saves);
+* §6, scheduling and preemption: :mod:`kvcourse.viz.preemption_frames` (the scheduler's pool
+  and queue recorded one iteration at a time), :mod:`kvcourse.viz.preemption` (those frames
+  drawn with the victims marked; swap against recompute by block size);
+* §7, end to end: :mod:`kvcourse.viz.latency` (latency against request rate, the highest
+  sustainable rate and its ratios);
 * :mod:`kvcourse.viz.widgets`: JupyterLab steppers; :mod:`kvcourse.viz.tables`: computed tables
   for the pages.
 
@@ -65,6 +70,13 @@ from kvcourse.viz.kernel_results import (
     kernel_run_rows,
     latest_gpu_kernel_run,
 )
+from kvcourse.viz.latency import (
+    LatencyCurve,
+    batch_rate_plot,
+    latency_curves,
+    latency_rate_plot,
+    sustainable_ratio_plot,
+)
 from kvcourse.viz.memory import (
     memory_breakdown_bars,
     memory_timeline_plot,
@@ -79,6 +91,20 @@ from kvcourse.viz.os_paging import (
 )
 from kvcourse.viz.overview import (
     draw_system_overview,
+)
+from kvcourse.viz.preemption import (
+    PreemptionArtists,
+    draw_preemption_frame,
+    preemption_frames_figure,
+    preemption_legend_handles,
+    swap_vs_recompute_plot,
+)
+from kvcourse.viz.preemption_frames import (
+    PREEMPTION_DEMO,
+    PreemptionFrame,
+    RequestState,
+    frame_note,
+    preemption_frames,
 )
 from kvcourse.viz.sharing import (
     SharingArtists,
@@ -169,6 +195,23 @@ __all__ = [
     "sharing_frame",
     "sharing_frames_figure",
     "sharing_legend_handles",
+    # §6
+    "PREEMPTION_DEMO",
+    "PreemptionArtists",
+    "PreemptionFrame",
+    "RequestState",
+    "draw_preemption_frame",
+    "frame_note",
+    "preemption_frames",
+    "preemption_frames_figure",
+    "preemption_legend_handles",
+    "swap_vs_recompute_plot",
+    # §7
+    "LatencyCurve",
+    "batch_rate_plot",
+    "latency_curves",
+    "latency_rate_plot",
+    "sustainable_ratio_plot",
     # steppers and tables
     "BlockTableStepper",
     "block_table_stepper",
