@@ -64,6 +64,88 @@ def kv_bytes_per_flop(bytes_per_token: int, flops_per_token: float) -> float:
     return flops_per_token / bytes_per_token
 """
 
+# --- one realistic mistake each: each costs the cells of its own part only -----------------------
+NO_KV_FACTOR = """
+def kv_bytes_per_token(
+    num_layers: int, num_kv_heads: int, head_dim: int, bytes_per_element: int | float
+) -> int:
+    # Counts the keys only: V takes as many bytes again.
+    for value in (num_layers, num_kv_heads, head_dim, bytes_per_element):
+        if value <= 0:
+            raise ValueError("every argument must be positive")
+    return int(num_layers * num_kv_heads * head_dim * bytes_per_element)
+"""
+
+ROUNDED_SLOTS = """
+def kv_token_slots(
+    gpu_bytes: int,
+    weight_bytes: int,
+    bytes_per_token: int,
+    activation_fraction: float = 0.0,
+) -> int:
+    # Rounds to the nearest slot instead of down: a part of a slot holds no token.
+    if gpu_bytes <= 0 or bytes_per_token <= 0 or weight_bytes < 0:
+        raise ValueError("bad sizes")
+    if not 0 <= activation_fraction < 1:
+        raise ValueError("activation_fraction must be in [0, 1)")
+    free = gpu_bytes * (1 - activation_fraction) - weight_bytes
+    return max(round(free / bytes_per_token), 0)
+"""
+
+CEIL_REQUESTS = """
+def max_requests(token_slots: int, tokens_per_request: int) -> int:
+    # Rounds up: the last request would get only part of its slots.
+    if tokens_per_request <= 0 or token_slots < 0:
+        raise ValueError("bad counts")
+    return -(-token_slots // tokens_per_request)
+"""
+
+ONE_GPU = """
+def recompute_seconds_per_token(
+    flops_per_token: float, num_gpus: int, peak_flops: float, utilization: float
+) -> float:
+    # Checks num_gpus, then forgets it: one GPU does all the work.
+    if flops_per_token <= 0 or num_gpus <= 0 or peak_flops <= 0:
+        raise ValueError("flops_per_token, num_gpus and peak_flops must be positive")
+    if not 0 < utilization <= 1:
+        raise ValueError("utilization must be in (0, 1]")
+    return float(flops_per_token / (peak_flops * utilization))
+"""
+
+NEGATIVE_GPUS = """
+def recompute_seconds_per_token(
+    flops_per_token: float, num_gpus: int, peak_flops: float, utilization: float
+) -> float:
+    # Refuses zeros but not negatives: -8 GPUs give a negative time.
+    if flops_per_token == 0 or num_gpus == 0 or peak_flops == 0:
+        raise ValueError("flops_per_token, num_gpus and peak_flops must not be zero")
+    if not 0 < utilization <= 1:
+        raise ValueError("utilization must be in (0, 1]")
+    return float(flops_per_token / (num_gpus * peak_flops * utilization))
+"""
+
+NEGATIVE_BYTES = """
+def read_back_seconds_per_token(bytes_per_token: int, bandwidth: float) -> float:
+    # Refuses no bytes and a bandwidth that is not positive, but takes a negative size.
+    if bytes_per_token == 0 or bandwidth <= 0:
+        raise ValueError("bytes_per_token and bandwidth must be positive")
+    return float(bytes_per_token / bandwidth)
+"""
+
+PER_GFLOP = """
+def kv_bytes_per_flop(bytes_per_token: int, flops_per_token: float) -> float:
+    # Bytes per GFLOP: a unit left over from printing it.
+    if bytes_per_token <= 0 or flops_per_token <= 0:
+        raise ValueError("bytes_per_token and flops_per_token must be positive")
+    return float(bytes_per_token / (flops_per_token / 1e9))
+"""
+
+
+def all_but(*names: str) -> tuple[str, ...]:
+    """The test cells of every part except those named."""
+    return tests_of(*(f for f in FUNCTIONS if f not in names))
+
+
 # --- a hostile student: every part cheats instead of computing ----------------------------------
 HOSTILE_SETUP = f"""
 import sys
@@ -122,6 +204,41 @@ SAMPLES = {
             *tests_of("kv_bytes_per_request", "max_requests"),
             "test_read_back_seconds_per_token",
         ),
+    ),
+    "no_kv_factor": Sample(
+        about="bytes per token for the keys only (the factor 2 for K and V forgotten)",
+        cells={"kv_bytes_per_token": NO_KV_FACTOR},
+        passes=all_but("kv_bytes_per_token"),
+    ),
+    "rounded_slots": Sample(
+        about="token slots rounded to the nearest instead of down",
+        cells={"kv_token_slots": ROUNDED_SLOTS},
+        passes=all_but("kv_token_slots"),
+    ),
+    "ceil_requests": Sample(
+        about="requests that fit rounded up instead of down",
+        cells={"max_requests": CEIL_REQUESTS},
+        passes=all_but("max_requests"),
+    ),
+    "one_gpu": Sample(
+        about="recompute time on one GPU: num_gpus checked, then forgotten",
+        cells={"recompute_seconds_per_token": ONE_GPU},
+        passes=all_but("recompute_seconds_per_token"),
+    ),
+    "negative_gpus": Sample(
+        about="recompute time right, but a negative FLOP count, GPU count or peak is accepted",
+        cells={"recompute_seconds_per_token": NEGATIVE_GPUS},
+        passes=(*all_but("recompute_seconds_per_token"), "test_recompute_seconds_per_token"),
+    ),
+    "negative_bytes": Sample(
+        about="read-back time right, but a negative number of bytes is accepted",
+        cells={"read_back_seconds_per_token": NEGATIVE_BYTES},
+        passes=(*all_but("read_back_seconds_per_token"), "test_read_back_seconds_per_token"),
+    ),
+    "per_gflop": Sample(
+        about="KV bytes per GFLOP instead of per FLOP",
+        cells={"kv_bytes_per_flop": PER_GFLOP},
+        passes=all_but("kv_bytes_per_flop"),
     ),
     "raises": Sample(
         about="the first cell raises at top level, so part 1 is never defined",

@@ -19,6 +19,7 @@ from kvcourse.grading.samples import (
     Sample,
     basic_samples,
     raises_first,
+    replaced,
     tests_of,
 )
 
@@ -72,6 +73,92 @@ def refusal(arena, num_slots: int) -> str:
         return "external fragmentation"
     return "out of memory"
 """
+
+
+# --- one realistic mistake each: each costs the cells of its own part (and of Part 6, which runs
+# the allocator in the simulator) --------------------------------------------------------------
+#: The first free block that fits (lowest offset), not the smallest. The same while blocks are
+#: only allocated; after a free, a large block low in the arena is split for a small request.
+FIRST_FIT = replaced(
+    "        found = size\n"
+    "        while found <= self.num_slots and not self.free_lists.get(found):\n"
+    "            found *= 2  # no free block of this size: try the next size up\n"
+    "        if found > self.num_slots:\n"
+    "            return None  # nothing large enough is free\n"
+    "        offset = min(self.free_lists[found])\n",
+    "        fits = sorted(\n"
+    "            (offset, block) for block, offsets in self.free_lists.items() if block >= size\n"
+    "            for offset in offsets\n"
+    "        )\n"
+    "        if not fits:\n"
+    "            return None  # nothing large enough is free\n"
+    "        offset, found = fits[0]  # the first free block that fits\n",
+)
+
+#: The share as a percentage, not a fraction.
+WASTE_PERCENT = replaced(
+    "return blocks, wasted, wasted / sum(blocks)",
+    "return blocks, wasted, 100 * wasted / sum(blocks)",
+)
+
+#: No check of the offset: a bad free raises KeyError from the dict, not ValueError.
+UNCHECKED_FREE = replaced(
+    "    size = self.allocated.pop(offset, None)\n    if size is None:\n        raise ValueError(",
+    "    size = self.allocated.pop(offset)\n    if size is None:\n        raise ValueError(",
+)
+
+#: Merges with the neighbour above (offset + size) instead of the buddy (offset ^ size): right for
+#: a lower half, wrong for an upper one, whose merged block is then out of line.
+NEIGHBOUR_MERGE = replaced("        buddy = offset ^ size\n", "        buddy = offset + size\n")
+
+#: Compares the free slots with the rounded-up block instead of the slots asked for.
+REFUSAL_ROUNDED = replaced(
+    "    if arena.free_slots() >= num_slots:\n", "    if arena.free_slots() >= need:\n"
+)
+
+#: The roots smallest first: they add up, but a root no longer starts at a multiple of its size.
+ROOTS_SMALLEST_FIRST = replaced(
+    "    for bit in reversed(range(num_slots.bit_length())):  # the largest power of two first\n",
+    "    for bit in range(num_slots.bit_length()):\n",
+)
+
+# --- a copycat: the reference's functions copied before the tests can switch them off ----------
+COPYCAT_ALLOCATOR = """
+import types
+
+import kvcourse.blocks
+
+
+def _copy(function):
+    return types.FunctionType(
+        function.__code__, function.__globals__, function.__name__, function.__defaults__
+    )
+
+
+def _copied_class(name, source):
+    namespace = {}
+    for key, member in vars(source).items():
+        if isinstance(member, property):
+            namespace[key] = property(_copy(member.fget))
+        elif isinstance(member, types.FunctionType):
+            namespace[key] = _copy(member)
+        elif key not in ("__dict__", "__weakref__"):
+            namespace[key] = member
+    return type(name, (), namespace)
+
+
+MyBuddyAllocator = _copied_class("MyBuddyAllocator", kvcourse.blocks.BuddyAllocator)
+"""
+
+COPYCAT_FREE = """
+import types
+
+import kvcourse.blocks
+
+_free = kvcourse.blocks.BuddyAllocator.free
+buddy_free = types.FunctionType(_free.__code__, _free.__globals__, "buddy_free")
+"""
+
 
 # --- a hostile student: every part cheats instead of computing ----------------------------------
 HOSTILE_SETUP = f"""
@@ -155,6 +242,77 @@ SAMPLES = {
             "test_MyBuddyAllocator",
             "test_refusal",
         ),
+    ),
+    "first_fit": Sample(
+        about="alloc takes the first free block that fits, not the smallest: the same until a "
+        "free, so only Part 2's cases after a free (and the simulator) tell",
+        cells={"MyBuddyAllocator": FIRST_FIT},
+        passes=(
+            *tests_of("round_up_pow2", "rounding_waste"),
+            "test_MyBuddyAllocator",
+            *tests_of("buddy_free", "refusal", "binary_roots"),
+        ),
+    ),
+    "waste_percent": Sample(
+        about="the rounding waste as a percentage, not a fraction",
+        cells={"rounding_waste": WASTE_PERCENT},
+        passes=tests_of(
+            "round_up_pow2",
+            "MyBuddyAllocator",
+            "buddy_free",
+            "refusal",
+            "binary_roots",
+            "simulator",
+        ),
+    ),
+    "unchecked_free": Sample(
+        about="free trusts its offset: a double or stray free raises KeyError, not ValueError",
+        cells={"buddy_free": UNCHECKED_FREE},
+        passes=tests_of(
+            "round_up_pow2",
+            "rounding_waste",
+            "MyBuddyAllocator",
+            "refusal",
+            "binary_roots",
+            "simulator",
+        ),
+    ),
+    "neighbour_merge": Sample(
+        about="free merges with the neighbour above (offset + size), not the buddy (offset ^ size)",
+        cells={"buddy_free": NEIGHBOUR_MERGE},
+        passes=tests_of(
+            "round_up_pow2", "rounding_waste", "MyBuddyAllocator", "refusal", "binary_roots"
+        ),
+    ),
+    "refusal_rounded": Sample(
+        about="refusal compares the free slots with the rounded-up block, not the slots asked for",
+        cells={"refusal": REFUSAL_ROUNDED},
+        passes=tests_of(
+            "round_up_pow2",
+            "rounding_waste",
+            "MyBuddyAllocator",
+            "buddy_free",
+            "binary_roots",
+            "simulator",
+        ),
+    ),
+    "roots_smallest_first": Sample(
+        about="the roots smallest first, so they are not aligned to their sizes",
+        cells={"binary_roots": ROOTS_SMALLEST_FIRST},
+        passes=tests_of(
+            "round_up_pow2",
+            "rounding_waste",
+            "MyBuddyAllocator",
+            "buddy_free",
+            "refusal",
+            "simulator",
+        ),
+    ),
+    "copycat": Sample(
+        about="the library's allocator and its free copied function by function before the tests "
+        "run",
+        cells={"MyBuddyAllocator": COPYCAT_ALLOCATOR, "buddy_free": COPYCAT_FREE},
+        passes=tests_of("round_up_pow2", "rounding_waste", "binary_roots"),
     ),
     "raises": Sample(
         about="Part 3's cell raises at top level, so buddy_free is never defined and nothing frees",

@@ -17,6 +17,7 @@ from kvcourse.grading.samples import (
     Sample,
     basic_samples,
     raises_first,
+    replaced,
     tests_of,
 )
 
@@ -69,8 +70,9 @@ import torch
 
 
 def blockwise_attention(q, k_blocks, v_blocks, block_ids, seq_len, scale=None):
-    # Reads every slot of the last block and gives the empty ones a score of -inf. Right while
-    # those slots hold numbers; NaN there (hidden tests) turns 0 * NaN into NaN.
+    # Reads every slot of the last block and gives the empty ones a score of -inf. The numbers
+    # are right while those slots hold numbers (NaN there, in the hidden tests, turns 0 * NaN
+    # into NaN), but the last block is folded in whole, which the visible tests count.
     q_heads, head_dim = q.shape
     block_size, kv_heads = k_blocks.shape[1], k_blocks.shape[2]
     group = q_heads // kv_heads
@@ -89,6 +91,124 @@ def blockwise_attention(q, k_blocks, v_blocks, block_ids, seq_len, scale=None):
         state = online_softmax_update(*state, scores, v.transpose(0, 1))
     return state[2] / state[1][:, None]
 """
+
+
+# --- one realistic mistake each: each costs the cells of its own part (and of Part 4, which runs
+# the table, the online softmax and the attention together) --------------------------------------
+#: free() empties the table but gives no block back: the pool leaks every block.
+NO_RELEASE = replaced(
+    "        for block in self._blocks:\n            self.pool.release(block)\n", ""
+)
+
+#: slot_of forgets the offset within the block: it returns the position itself. The cache then
+#: writes past the end of a block (an IndexError deep inside the library, which Part 4 explains).
+SLOT_OFFSET = replaced(
+    "        logical, offset = divmod(position, self.pool.block_size)\n"
+    "        return self._blocks[logical], offset\n",
+    "        return self._blocks[position // self.pool.block_size], position\n",
+)
+
+#: Half a block in whole slots: 1 // 2 is 0, so a block of one slot wastes nothing.
+HALF_BLOCK_FLOOR = replaced(
+    "return float(block_size / 2 / mean_length)", "return float(block_size // 2 / mean_length)"
+)
+
+#: ceil(length / B) as length // B + 1: one block too many when the length is a multiple of B.
+LOOSE_CEILING = replaced(
+    "-(-length // block_size) * block_size", "(length // block_size + 1) * block_size"
+)
+
+#: The sum is rescaled to the new maximum, the accumulated values are not.
+MISSED_RESCALE = replaced("new_acc = rescale[:, None] * acc + ", "new_acc = acc + ")
+
+GATHERS = """
+import math
+
+import torch
+
+
+def blockwise_attention(q, k_blocks, v_blocks, block_ids, seq_len, scale=None):
+    # Puts the sequence's keys and values side by side, then plain softmax attention: the same
+    # numbers, but no walk over the blocks (and no online softmax).
+    q_heads, head_dim = q.shape
+    block_size, kv_heads = k_blocks.shape[1], k_blocks.shape[2]
+    used = [int(b) for b in block_ids[: -(-seq_len // block_size)]]
+    group = q_heads // kv_heads
+    k = k_blocks[used].reshape(-1, kv_heads, head_dim)[:seq_len].repeat_interleave(group, dim=1)
+    v = v_blocks[used].reshape(-1, kv_heads, head_dim)[:seq_len].repeat_interleave(group, dim=1)
+    scale = 1.0 / math.sqrt(head_dim) if scale is None else scale
+    weights = torch.softmax(torch.einsum("hd,lhd->hl", q, k) * scale, dim=-1)
+    return torch.einsum("hl,lhd->hd", weights, v)
+"""
+
+
+# --- right answers the tests must not punish --------------------------------------------------
+#: The solution, but free releases the blocks last first. The pool's free queue then holds them in
+#: the other order, so the blocks a table gets after a free differ from the instructor's; every
+#: test must accept that.
+REVERSE_FREE = replaced(
+    "        for block in self._blocks:\n", "        for block in reversed(self._blocks):\n"
+)
+
+
+# --- a copycat: the reference's functions copied before the tests can switch them off ----------
+COPYCAT_TABLE = """
+import types
+
+import kvcourse.blocks
+
+
+def _copy(function):
+    return types.FunctionType(
+        function.__code__, function.__globals__, function.__name__, function.__defaults__
+    )
+
+
+def _copied_class(name, source):
+    namespace = {}
+    for key, member in vars(source).items():
+        if isinstance(member, property):
+            namespace[key] = property(_copy(member.fget))
+        elif isinstance(member, types.FunctionType):
+            namespace[key] = _copy(member)
+        elif key not in ("__dict__", "__weakref__"):
+            namespace[key] = member
+    return type(name, (), namespace)
+
+
+MyBlockTable = _copied_class("MyBlockTable", kvcourse.blocks.BlockTable)
+"""
+
+COPYCAT_ATTENTION = """
+import sys
+import types
+
+import kvcourse.attention
+
+
+def _copied_module(module):
+    # Every function of the module, copied into a namespace of its own, so that the copies call
+    # each other and never the originals the tests switch off.
+    namespace = dict(vars(module))
+    for key, member in vars(module).items():
+        if isinstance(member, types.FunctionType):
+            copy = types.FunctionType(
+                member.__code__, namespace, member.__name__, member.__defaults__
+            )
+            copy.__kwdefaults__ = member.__kwdefaults__
+            namespace[key] = copy
+    return namespace
+
+
+_library = _copied_module(sys.modules[kvcourse.attention.blockwise_attention.__module__])
+
+
+def blockwise_attention(q, k_blocks, v_blocks, block_ids, seq_len, scale=None):
+    return _library["blockwise_attention"](
+        q[None], k_blocks, v_blocks, block_ids, seq_len, scale=scale
+    )[0]
+"""
+
 
 # --- a hostile student: every part cheats instead of computing ----------------------------------
 HOSTILE_TABLE = """
@@ -185,8 +305,81 @@ SAMPLES = {
         passes=(
             "test_MyBlockTable",
             *tests_of("online_softmax_update"),
-            "test_blockwise_attention",
             *tests_of("tiny_transformer"),
+        ),
+    ),
+    "reverse_free": Sample(
+        about="every part right; free releases a table's blocks last first, so blocks come back "
+        "from the pool in another order",
+        cells={"MyBlockTable": REVERSE_FREE},
+    ),
+    "no_release": Sample(
+        about="free() empties the table but releases no block (a forgotten release)",
+        cells={"MyBlockTable": NO_RELEASE},
+        passes=tests_of(
+            "half_block_waste_estimate",
+            "memory_weighted_waste",
+            "online_softmax_update",
+            "blockwise_attention",
+        ),
+    ),
+    "slot_offset": Sample(
+        about="slot_of returns the position instead of the offset within its block (an "
+        "off-by-a-block error the cache trips over)",
+        cells={"MyBlockTable": SLOT_OFFSET},
+        passes=tests_of(
+            "half_block_waste_estimate",
+            "memory_weighted_waste",
+            "online_softmax_update",
+            "blockwise_attention",
+        ),
+    ),
+    "half_block_floor": Sample(
+        about="half a block rounded down to whole slots (B // 2)",
+        cells={"half_block_waste_estimate": HALF_BLOCK_FLOOR},
+        passes=(
+            *tests_of("MyBlockTable", "memory_weighted_waste"),
+            "test_half_block_waste_estimate",
+            *tests_of("online_softmax_update", "blockwise_attention", "tiny_transformer"),
+        ),
+    ),
+    "loose_ceiling": Sample(
+        about="blocks per request as length // B + 1, a wrong ceiling for exact multiples",
+        cells={"memory_weighted_waste": LOOSE_CEILING},
+        passes=(
+            *tests_of("MyBlockTable", "half_block_waste_estimate"),
+            "test_memory_weighted_waste",
+            *tests_of("online_softmax_update", "blockwise_attention", "tiny_transformer"),
+        ),
+    ),
+    "missed_rescale": Sample(
+        about="the online softmax rescales the running sum but not the accumulated values",
+        cells={"online_softmax_update": MISSED_RESCALE},
+        passes=tests_of(
+            "MyBlockTable",
+            "half_block_waste_estimate",
+            "memory_weighted_waste",
+            "blockwise_attention",
+        ),
+    ),
+    "gathers": Sample(
+        about="attention that gathers the sequence's keys and values and calls softmax instead "
+        "of walking the blocks (the same numbers)",
+        cells={"blockwise_attention": GATHERS},
+        passes=tests_of(
+            "MyBlockTable",
+            "half_block_waste_estimate",
+            "memory_weighted_waste",
+            "online_softmax_update",
+            "tiny_transformer",
+        ),
+    ),
+    "copycat": Sample(
+        about="the library's block table and blockwise attention copied function by function "
+        "before the tests run",
+        cells={"MyBlockTable": COPYCAT_TABLE, "blockwise_attention": COPYCAT_ATTENTION},
+        passes=tests_of(
+            "half_block_waste_estimate", "memory_weighted_waste", "online_softmax_update"
         ),
     ),
     "raises": Sample(
@@ -200,9 +393,15 @@ SAMPLES = {
         ),
     ),
     "syntax_error": Sample(
-        about="part 3a does not parse, so 3b and 4, which call it, fail too",
+        about="part 3a does not parse, so Part 4, which runs it, fails too (3b's tests bring "
+        "their own online softmax)",
         cells={"online_softmax_update": lambda code: code.replace("def ", "def (", 1)},
-        passes=tests_of("MyBlockTable", "half_block_waste_estimate", "memory_weighted_waste"),
+        passes=tests_of(
+            "MyBlockTable",
+            "half_block_waste_estimate",
+            "memory_weighted_waste",
+            "blockwise_attention",
+        ),
     ),
     "hostile": Sample(
         about="the library's table and attention in disguise, always-equal results, a forged "

@@ -18,6 +18,7 @@ from kvcourse.grading.samples import (
     Sample,
     basic_samples,
     raises_first,
+    replaced,
     tests_of,
 )
 
@@ -42,6 +43,56 @@ def full_copy_tokens(beam_width: int, prompt_len: int, steps: int) -> int:
         raise ValueError("bad arguments")
     return beam_width * sum(prompt_len + s for s in range(1, steps))
 """
+
+
+# --- one realistic mistake each: each costs the cells of the part where it is, and of the parts
+# that run that method again (Parts 5 and 6 run fork, append and free together) ---------------
+_COPY = (
+    "        copy = num_tokens > 0 and length % size != 0 and self._pool.ref_count(table[-1]) > 1\n"
+)
+
+#: Copies a shared last block even when it is full, where nobody writes into it.
+COPIES_FULL_BLOCK = replaced(
+    _COPY, "        copy = num_tokens > 0 and bool(table) and self._pool.ref_count(table[-1]) > 1\n"
+)
+
+#: No copy-on-write at all: a shared, partly filled block is written in place.
+WRITES_SHARED_BLOCK = replaced(_COPY, "        copy = False  # the block is written in place\n")
+
+#: The copy takes a block of its own, but the shared block it replaces is never released.
+COPY_LEAKS = replaced(
+    "            self._pool.release(table[-1])  # the other holders keep it\n", ""
+)
+
+#: Copies are made but not counted.
+UNCOUNTED_COPIES = replaced("            self._cows += 1\n", "")
+
+#: The child gets the parent's list itself, not a copy: a write into one table is a write into
+#: the other.
+ALIASED_TABLE = replaced(
+    "        self._tables[child_id] = list(self._tables[parent_id])\n",
+    "        self._tables[child_id] = self._tables[parent_id]\n",
+)
+
+#: free forgets the sequence but gives none of its blocks back (a forgotten release).
+FREE_LEAKS = replaced(
+    "        for block in self._tables.pop(seq_id):\n            self._pool.release(block)\n",
+    "        del self._tables[seq_id]\n",
+)
+
+#: One step too many: s runs over 0 .. steps, not 0 .. steps - 1.
+EXTRA_STEP = replaced("for s in range(steps)))", "for s in range(steps + 1)))")
+
+
+# --- right answers the tests must not punish --------------------------------------------------
+#: The solution, but free releases a sequence's blocks last first. The pool's free queue then holds
+#: them in the other order, so the blocks handed out after a free differ from the instructor's;
+#: every test must accept that.
+REVERSE_FREE = replaced(
+    "        for block in self._tables.pop(seq_id):\n",
+    "        for block in reversed(self._tables.pop(seq_id)):\n",
+)
+
 
 # --- a hostile student: the library's manager in disguise, and every trick for Part 4 -----------
 HOSTILE_MANAGER = '''
@@ -141,6 +192,48 @@ SAMPLES = {
             "test_copy_on_write",
             "test_beam_script",
             *tests_of("tiny_transformer"),
+        ),
+    ),
+    "reverse_free": Sample(
+        about="every part right; free releases a sequence's blocks last first, so blocks come "
+        "back from the pool in another order",
+        cells={"CowBlockManager": REVERSE_FREE},
+    ),
+    "copies_full_block": Sample(
+        about="append copies a shared last block even when it is full",
+        cells={"CowBlockManager": COPIES_FULL_BLOCK},
+        passes=tests_of("own_sequences", "fork_free", "full_copy_tokens"),
+    ),
+    "writes_shared_block": Sample(
+        about="no copy-on-write: a shared, partly filled block is written in place",
+        cells={"CowBlockManager": WRITES_SHARED_BLOCK},
+        passes=tests_of("own_sequences", "fork_free", "full_copy_tokens"),
+    ),
+    "copy_leaks": Sample(
+        about="a copy-on-write that never releases the shared block it replaces",
+        cells={"CowBlockManager": COPY_LEAKS},
+        passes=tests_of("own_sequences", "fork_free", "full_copy_tokens"),
+    ),
+    "uncounted_copies": Sample(
+        about="copies made but not counted in cow_count",
+        cells={"CowBlockManager": UNCOUNTED_COPIES},
+        passes=tests_of("own_sequences", "fork_free", "full_copy_tokens"),
+    ),
+    "aliased_table": Sample(
+        about="fork gives the child the parent's list itself, not a copy of it",
+        cells={"CowBlockManager": ALIASED_TABLE},
+        passes=(*tests_of("own_sequences"), "test_fork_free", *tests_of("full_copy_tokens")),
+    ),
+    "free_leaks": Sample(
+        about="free forgets the sequence without releasing its blocks",
+        cells={"CowBlockManager": FREE_LEAKS},
+        passes=tests_of("own_sequences", "full_copy_tokens"),
+    ),
+    "extra_step": Sample(
+        about="the full-copy count runs one step too many (an off-by-one)",
+        cells={"full_copy_tokens": EXTRA_STEP},
+        passes=tests_of(
+            "own_sequences", "fork_free", "copy_on_write", "beam_script", "tiny_transformer"
         ),
     ),
     "raises": Sample(

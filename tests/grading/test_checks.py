@@ -107,6 +107,93 @@ def test_switched_off_watch_notices_copies_and_unhooking():
         pass  # nothing called: nothing to say
 
 
+def test_hidden_cells_carry_the_watch():
+    """Every hidden cell that switches the library's reference off also watches for copies of it
+    (a profiler hook), as a3's always did: a copy made before the tests run is noticed."""
+    for assignment in ("a1_buddy_allocator", "a2_block_tables", "a3_cow_fork"):
+        for cell in notebook(ROOT, "solutions", assignment).cells:
+            harness = ("def switched_off(", "def library_switched_off(")
+            if "BEGIN HIDDEN TESTS" in cell.source and any(h in cell.source for h in harness):
+                grade_id = cell.metadata["nbgrader"]["grade_id"]
+                assert "sys.setprofile(watch)" in cell.source, (assignment, grade_id)
+                assert "code in saved" in cell.source, (assignment, grade_id)
+
+
+# --------------------------------------------------------------------------------------- stand_in
+def hidden_stand_in():
+    """The stand_in that a2's hidden cell of Part 3b defines for itself."""
+    cell = next(
+        c
+        for c in notebook(ROOT, "solutions", "a2_block_tables").cells
+        if c.metadata.get("nbgrader", {}).get("grade_id") == "hidden_blockwise_attention"
+    )
+    tree = ast.parse(cell.source)
+    (node,) = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "stand_in"]
+    namespace: dict = {}
+    exec("import contextlib, torch\n", namespace)
+    decorators = "".join(f"@{ast.unparse(d)}\n" for d in node.decorator_list)
+    exec(decorators + ast.get_source_segment(cell.source, node), namespace)
+    return namespace["stand_in"]
+
+
+STAND_INS = [
+    pytest.param(lambda f: checks.stand_in(f, "online_softmax_update"), id="library"),
+    pytest.param(None, id="hidden"),
+]
+
+WALK = """
+import math
+
+import torch
+
+
+def walk(scores, values, block, restart=False, wide=False):
+    # Folds the keys in blocks of ``block`` through online_softmax_update, as blockwise attention
+    # does: scores [H, L], values [H, L, D]. ``restart`` starts every block from scratch (a bug).
+    heads, length = scores.shape
+    start = (
+        torch.full((heads,), -math.inf, dtype=torch.float64),
+        torch.zeros(heads, dtype=torch.float64),
+        torch.zeros(heads, values.shape[-1], dtype=torch.float64),
+    )
+    state = start
+    for i in range(0, length, block):
+        chunk = slice(i, i + block)
+        v = values[:, chunk].transpose(0, 1) if wide else values[:, chunk]
+        state = online_softmax_update(*(start if restart else state), scores[:, chunk], v)
+    return state[2] / state[1][:, None]
+"""
+
+
+@pytest.mark.parametrize("stand_in", STAND_INS)
+def test_stand_in_counts_the_walk_and_computes_the_state(stand_in):
+    import torch
+
+    stand_in = stand_in or hidden_stand_in()
+    namespace: dict = {"online_softmax_update": "the student's"}
+    exec(WALK, namespace)
+    walk = namespace["walk"]
+    gen = torch.Generator().manual_seed(0)
+    scores = torch.randn(3, 10, generator=gen, dtype=torch.float64) * 30
+    values = torch.randn(3, 10, 5, generator=gen, dtype=torch.float64)
+    expected = torch.einsum("hl,hld->hd", torch.softmax(scores, dim=-1), values)
+    with stand_in(walk) as keys:
+        got = walk(scores, values, 4)
+    assert keys == [4, 4, 2]
+    assert float((got - expected).abs().max()) < 1e-12
+    assert namespace["online_softmax_update"] == "the student's"  # put back
+    with pytest.raises(AssertionError, match="not passed on|not the start state|call before"):
+        with stand_in(walk):
+            walk(scores, values, 4, restart=True)  # the state is not passed on
+    with pytest.raises(AssertionError, match="values"):
+        with stand_in(walk):
+            walk(scores, values, 2, wide=True)  # values as [keys, H, D]
+    del namespace["online_softmax_update"]
+    with stand_in(walk) as keys:
+        walk(scores, values, 10)
+    assert keys == [10] and "online_softmax_update" not in namespace  # absent again
+
+
 def test_module_of_finds_where_the_library_keeps_a_name():
     assert checks.module_of(kvcourse.sizing.kv_bytes_per_token) is kvcourse.sizing
 

@@ -110,3 +110,49 @@ def test_solution_cells_are_clean_python(tmp_path, assignment):
             text=True,
         )
         assert fmt.returncode == 0, fmt.stdout + fmt.stderr
+
+
+def _plug_in_output(assignment: str, functions: dict, capsys) -> list[str]:
+    """The lines the plug-in cell of ``assignment`` prints, run here with ``functions`` as the
+    student's (no kernel needed: the cell is plain Python)."""
+    (cell,) = [
+        c
+        for c in notebook(ROOT, "solutions", assignment).cells
+        if c.metadata.get("nbgrader", {}).get("grade_id") == "plug_in"
+    ]
+    namespace = dict(functions)
+    exec(compile(cell.source, "<plug_in>", "exec"), namespace)
+    return capsys.readouterr().out.splitlines()
+
+
+def test_a0_plug_in_marks_wrong_values_and_keeps_its_columns(capsys):
+    def missing(*args):
+        raise NotImplementedError
+
+    def per_token(layers, heads, dim, width):
+        value = 2 * layers * heads * dim * width
+        return str(int(value)) if layers == 40 else int(value)  # a str for OPT-13B
+
+    student = {
+        "kv_bytes_per_token": per_token,
+        "kv_bytes_per_request": lambda b, n: int(b * n),
+        "kv_token_slots": lambda *args: None,
+        "max_requests": missing,
+        "kv_bytes_per_flop": lambda b, f: b / f * 2,  # a wrong number
+    }
+    lines = _plug_in_output("a0_kv_sizing", student, capsys)
+    header, rows = lines[0], lines[1:5]
+    starts = [header.index(name) for name in ("KV bytes/token", "KV at max context")]
+    starts += [header.index(name) for name in ("A100 token slots", "2048-token requests")]
+    starts.append(header.index("KV bytes/FLOP"))
+    for row in rows:  # every cell starts under its column's name, whatever came back
+        for start in starts:
+            assert row[start - 1] == " " and row[start] != " ", (row, start)
+    opt, llama = rows[0], rows[1]
+    assert opt.startswith("OPT-13B") and "✗ str" in opt and "—" in opt  # nothing computed from it
+    assert "327,680 ✓" in llama and "✗ None" in llama and "✗" in llama.split()[-1]
+    assert "6 of 20 values agree with the course library." in lines
+    notes = "\n".join(lines)
+    assert "OPT-13B, KV bytes/token: your function returned '819200' (a str), not a number" in notes
+    assert "LLaMA2-70B, A100 token slots: your function returned None, not a number" in notes
+    assert "LLaMA2-70B, KV bytes/FLOP: yours is" in notes and "the library's 2.38e-06" in notes

@@ -5,8 +5,9 @@ literals from the worked answers. Every helper that can fail says what was expec
 back and, where one helps, a hint. Three kinds of helper:
 
 * the harness: :func:`switched_off` (the library's reference raises while the student's code
-  runs), :func:`module_of` and :func:`fresh_copy` (a private copy of library modules, built from
-  their source files, that nothing done in the kernel has touched);
+  runs), :func:`module_of`, :func:`stand_in` (the test's own step inside the student's walk) and
+  :func:`fresh_copy` (a private copy of library modules, built from their source files, that
+  nothing done in the kernel has touched);
 * plain values: :func:`as_int`, :func:`as_float`, :func:`as_int_or_none`, :func:`as_int_list`,
   :func:`as_int_pairs` turn what came back into plain Python values (or fail saying what it was),
   so comparisons never run an ``__eq__`` the student wrote; :func:`expect_equal` and
@@ -126,6 +127,47 @@ def module_of(obj: object) -> types.ModuleType:
     return sys.modules[obj.__module__]
 
 
+@contextlib.contextmanager
+def stand_in(function: Callable, name: str = "online_softmax_update") -> Iterator[list[int]]:
+    """While the block runs, ``function`` (blockwise attention) calls the test's own online-softmax
+    step as ``name``: it checks that each call gets the state the one before returned (the start
+    state first), computes the state from its definition over the blocks so far (``scores [H, b]``,
+    ``values [H, b, D]``) and appends ``b`` to the list it yields."""
+    import torch  # only the attention tests use this helper
+
+    namespace, keys, seen, last = function.__globals__, [], [], []
+
+    def update(running_max, running_sum, acc, scores, values):
+        call = f"{function.__name__}'s call {len(keys) + 1} of {name}"
+        heads, count = scores.shape
+        assert values.shape == (heads, count, acc.shape[-1]), (
+            f"{call}: expected values of shape [heads, keys, head_dim] = "
+            f"{[heads, count, acc.shape[-1]]}, got {list(values.shape)}. Hint: heads first."
+        )
+        state = (running_max, running_sum, acc)
+        before = last or (running_max, torch.zeros_like(running_sum), torch.zeros_like(acc))
+        pairs = zip(state, before, strict=True)  # NaN counts as equal to NaN
+        assert all(a.shape == b.shape and a.allclose(b, 0, 0, True) for a, b in pairs), (
+            f"{call}: got a running state that is not "
+            + ("the one the call before returned" if last else "the start state (sum and acc 0)")
+            + ". Hint: start from (-inf, 0, 0) and pass each call's result on to the next block."
+        )
+        keys.append(int(count))
+        seen.append((scores.clone(), values.clone()))
+        s, v = (torch.cat([x[i] for x in seen], dim=1) for i in (0, 1))
+        weights = torch.exp(s - s.amax(dim=-1, keepdim=True))
+        last[:] = s.amax(dim=-1), weights.sum(dim=-1), torch.einsum("hb,hbd->hd", weights, v)
+        return tuple(x.clone() for x in last)
+
+    saved = namespace.pop(name, None)
+    namespace[name] = update
+    try:
+        yield keys
+    finally:
+        namespace.pop(name)
+        namespace.update({} if saved is None else {name: saved})
+
+
 # ------------------------------------------------------------------------------------ fresh copies
 class FreshCopy(Mapping[str, types.ModuleType]):
     """The modules :func:`fresh_copy` made, by dotted name (``copy["kvcourse.serving"]``) or by
@@ -231,10 +273,7 @@ def fresh_copy(*names: str, share: Iterable[str] = ()) -> FreshCopy:
         made = {id(module) for module in copies.values()}
         for attr, value in list(vars(top).items()):
             if id(value) in made:
-                if attr in before:
-                    setattr(top, attr, before[attr])
-                else:
-                    delattr(top, attr)
+                setattr(top, attr, before[attr]) if attr in before else delattr(top, attr)
     return FreshCopy(copies)
 
 
@@ -249,14 +288,18 @@ def _is_int(value: object) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
+def _not_a(kind: str, value: object, what: str, hint: str | None) -> AssertionError:
+    return AssertionError(
+        f"{what}: expected {kind}, got {value!r} of type {type(value).__name__}."
+        + (f" Hint: {hint}" if hint else "")
+    )
+
+
 def as_int(value: object, what: str, hint: str | None = None) -> int:
     """``value`` as a plain ``int``; fails unless it is an integer (``bool`` is not one): "{what}:
     expected an int, got {value!r} of type {type}. Hint: {hint}"."""
     if not _is_int(value):
-        raise AssertionError(
-            f"{what}: expected an int, got {value!r} of type {type(value).__name__}."
-            + (f" Hint: {hint}" if hint else "")
-        )
+        raise _not_a("an int", value, what, hint)
     return int(value)
 
 
@@ -264,10 +307,7 @@ def as_float(value: object, what: str, hint: str | None = None) -> float:
     """``value`` as a plain ``float``; fails unless it is a real number (not a ``bool``): "{what}:
     expected a float, got {value!r} of type {type}. Hint: {hint}"."""
     if not isinstance(value, numbers.Real) or isinstance(value, bool):
-        raise AssertionError(
-            f"{what}: expected a float, got {value!r} of type {type(value).__name__}."
-            + (f" Hint: {hint}" if hint else "")
-        )
+        raise _not_a("a float", value, what, hint)
     return float(value)
 
 
@@ -323,9 +363,7 @@ def expect_error(error: type[BaseException], call: Callable[[], object], what: s
 # ---------------------------------------------------------------------- readers of the interfaces
 def arena_state(arena: object, what: str) -> tuple[int, list[tuple[int, int]]]:
     """``(free_slots(), free_blocks())`` of a contiguous allocator, in plain ints."""
-    blocks = as_int_pairs(
-        arena.free_blocks(), f"{what}: free_blocks()", "a list of (offset, size) tuples of int"
-    )
+    blocks = as_int_pairs(arena.free_blocks(), f"{what}: free_blocks()")
     return as_int(arena.free_slots(), f"{what}: free_slots()"), blocks
 
 

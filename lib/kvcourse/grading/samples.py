@@ -11,8 +11,9 @@ out for a dry run of the whole pipeline.
 
 What several assignments' samples share lives here too, so that each description holds only what
 is its own: the two samples every assignment has (:func:`basic_samples`), :func:`tests_of`, a
-first cell that raises (:func:`raises_first`), the code of always-equal values (:data:`ANYTHING`,
-:data:`WHATEVER`, :data:`AGREEABLE`) and of the tricks on the grader (:data:`FORGE_SCORE`,
+solution with one small mistake (:func:`replaced`), a first cell that raises
+(:func:`raises_first`), the code of always-equal values (:data:`ANYTHING`, :data:`WHATEVER`,
+:data:`AGREEABLE`) and of the tricks on the grader (:data:`FORGE_SCORE`,
 :data:`SWALLOW_ERRORS`), and students whose code loops, kills its kernel or grabs memory
 (:func:`loops_forever`, :func:`kills_kernel`, :func:`grabs_memory`).
 """
@@ -163,6 +164,18 @@ def basic_samples() -> dict[str, Sample]:
 def tests_of(*names: str) -> tuple[str, ...]:
     """The visible and the hidden test cell (``test_<name>``, ``hidden_<name>``) of each part."""
     return tuple(f"{kind}_{name}" for name in names for kind in ("test", "hidden"))
+
+
+def replaced(old: str, new: str) -> Callable[[str], str]:
+    """A cell's code as a function of the solution: the solution with ``old`` (which must be in
+    it) replaced by ``new``. The way to write a sample that makes one small mistake."""
+
+    def change(solution: str) -> str:
+        if old not in solution:
+            raise ValueError(f"the solution no longer holds {old!r}: update the sample")
+        return solution.replace(old, new)
+
+    return change
 
 
 def raises_first(code: str) -> str:
