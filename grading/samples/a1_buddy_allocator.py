@@ -14,6 +14,7 @@ library (the reference allocator, the simulator) that must not stand in for the 
 from kvcourse.grading.samples import (
     AGREEABLE,
     ANYTHING,
+    COPY_TOOLS,
     FORGE_SCORE,
     SWALLOW_ERRORS,
     Sample,
@@ -123,29 +124,9 @@ ROOTS_SMALLEST_FIRST = replaced(
 )
 
 # --- a copycat: the reference's functions copied before the tests can switch them off ----------
-COPYCAT_ALLOCATOR = """
-import types
-
+COPYCAT_ALLOCATOR = f"""
+{COPY_TOOLS}
 import kvcourse.blocks
-
-
-def _copy(function):
-    return types.FunctionType(
-        function.__code__, function.__globals__, function.__name__, function.__defaults__
-    )
-
-
-def _copied_class(name, source):
-    namespace = {}
-    for key, member in vars(source).items():
-        if isinstance(member, property):
-            namespace[key] = property(_copy(member.fget))
-        elif isinstance(member, types.FunctionType):
-            namespace[key] = _copy(member)
-        elif key not in ("__dict__", "__weakref__"):
-            namespace[key] = member
-    return type(name, (), namespace)
-
 
 MyBuddyAllocator = _copied_class("MyBuddyAllocator", kvcourse.blocks.BuddyAllocator)
 """

@@ -11,6 +11,7 @@ each other, and a library that must not stand in for the student's code.
 """
 
 from kvcourse.grading.samples import (
+    COPY_TOOLS,
     FORGE_SCORE,
     SWALLOW_ERRORS,
     WHATEVER,
@@ -152,29 +153,9 @@ REVERSE_FREE = replaced(
 
 
 # --- a copycat: the reference's functions copied before the tests can switch them off ----------
-COPYCAT_TABLE = """
-import types
-
+COPYCAT_TABLE = f"""
+{COPY_TOOLS}
 import kvcourse.blocks
-
-
-def _copy(function):
-    return types.FunctionType(
-        function.__code__, function.__globals__, function.__name__, function.__defaults__
-    )
-
-
-def _copied_class(name, source):
-    namespace = {}
-    for key, member in vars(source).items():
-        if isinstance(member, property):
-            namespace[key] = property(_copy(member.fget))
-        elif isinstance(member, types.FunctionType):
-            namespace[key] = _copy(member)
-        elif key not in ("__dict__", "__weakref__"):
-            namespace[key] = member
-    return type(name, (), namespace)
-
 
 MyBlockTable = _copied_class("MyBlockTable", kvcourse.blocks.BlockTable)
 """

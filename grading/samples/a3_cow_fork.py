@@ -13,6 +13,7 @@ it is called, subclassed, reloaded behind the tests' back or copied function by 
 
 from kvcourse.grading.samples import (
     ANYTHING,
+    COPY_TOOLS,
     FORGE_SCORE,
     SWALLOW_ERRORS,
     Sample,
@@ -141,29 +142,9 @@ def full_copy_tokens(beam_width, prompt_len, steps):
 """
 
 # --- a copycat: the reference's functions copied before the tests can switch them off ----------
-COPYCAT_MANAGER = """
-import types
-
+COPYCAT_MANAGER = f"""
+{COPY_TOOLS}
 import kvcourse.blocks
-
-
-def _copy(function):
-    return types.FunctionType(
-        function.__code__, function.__globals__, function.__name__, function.__defaults__
-    )
-
-
-def _copied_class(name, source):
-    namespace = {}
-    for key, member in vars(source).items():
-        if isinstance(member, property):
-            namespace[key] = property(_copy(member.fget))
-        elif isinstance(member, types.FunctionType):
-            namespace[key] = _copy(member)
-        elif key not in ("__dict__", "__weakref__"):
-            namespace[key] = member
-    return type(name, (), namespace)
-
 
 CowBlockManager = _copied_class("CowBlockManager", kvcourse.blocks.SharedBlockManager)
 """

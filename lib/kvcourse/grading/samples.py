@@ -230,6 +230,31 @@ class Agreeable(str):
     __hash__ = str.__hash__
 '''
 
+#: What a copycat student defines first: ``_copy(f)``, a new function object with ``f``'s code, and
+#: ``_copied_class(name, cls)``, a class of such copies, both made before the tests can switch the
+#: library's originals off (the hidden cells' watch must catch them).
+COPY_TOOLS = """
+import types
+
+
+def _copy(function):
+    return types.FunctionType(
+        function.__code__, function.__globals__, function.__name__, function.__defaults__
+    )
+
+
+def _copied_class(name, source):
+    namespace = {}
+    for key, member in vars(source).items():
+        if isinstance(member, property):
+            namespace[key] = property(_copy(member.fget))
+        elif isinstance(member, types.FunctionType):
+            namespace[key] = _copy(member)
+        elif key not in ("__dict__", "__weakref__"):
+            namespace[key] = member
+    return type(name, (), namespace)
+"""
+
 #: A statement that forges a score: nbgrader reads a test cell's first ``execute_result`` as its
 #: score, and a string there would mean full points (needs ``import sys``).
 FORGE_SCORE = 'sys.displayhook("full marks")'
