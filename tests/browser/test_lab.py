@@ -114,6 +114,15 @@ READ_CELLS = """() => {
 }"""
 
 
+#: Make cell ``i`` the active one and scroll to it (JupyterLab renders only the cells in view,
+#: so the page's own scrolling cannot reach the others).
+SHOW_CELL = """i => {
+    const notebook = window.jupyterapp.shell.currentWidget.content;
+    notebook.activeCellIndex = i;
+    return notebook.scrollToItem(i, 'start');
+}"""
+
+
 def run_notebook(browser, lab, path: str, watch):
     """Open ``path`` in JupyterLab, run all cells, wait until the kernel is done; return the page,
     its problems and the cells (type, grade id, outputs)."""
@@ -158,11 +167,13 @@ def test_released_notebook_fails_first_in_the_students_own_code(
     page, problems, cells = run_notebook(
         browser, lab, f"released/{assignment}/{assignment}.ipynb", watch
     )
-    shoot(page, f"lab/{assignment}-released")
     first_test = next(c["gradeId"] for c in cells if (c["gradeId"] or "").startswith("test_"))
     found = errors(cells)
     assert found, f"{assignment} as released ran without any error: the visible tests pass on stubs"
     index, grade_id, text = found[0]
+    page.evaluate(SHOW_CELL, index)  # the screenshot shows the failure the student sees first
+    page.wait_for_timeout(800)
+    shoot(page, f"lab/{assignment}-released")
     assert grade_id == first_test, (
         f"{assignment}: the first error is in cell {index} ({grade_id}), not in the first visible "
         f"test {first_test}:\n{text[-1500:]}"
