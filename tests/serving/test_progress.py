@@ -104,7 +104,7 @@ def test_a_run_cut_off_at_max_iterations_says_so():
 
 
 def test_bad_arguments_raise_clearly():
-    with pytest.raises(TypeError, match="subclass of it"):
+    with pytest.raises(TypeError, match="subclass of IterationScheduler"):
         check_progress(crowd(), PagedPolicy(4), scheduler=object, num_slots=128)
     with pytest.raises(ValueError, match="max_iterations must be positive"):
         check_progress(crowd(), PagedPolicy(4), num_slots=128, max_iterations=0)

@@ -16,6 +16,7 @@ from kvcourse.serving import (
     LiveRequest,
     OraclePolicy,
     PagedPolicy,
+    PreemptionError,
     ReserveMaxPolicy,
     Scheduler,
 )
@@ -136,7 +137,7 @@ def test_a_victim_that_is_not_running_is_refused():
         three_that_outgrow_four_blocks(), PagedPolicy(4), num_slots=16, cost=UNIT
     )
     scheduler.step()
-    with pytest.raises(ValueError, match="not in the running batch"):
+    with pytest.raises(PreemptionError, match="returned request 99, which is not in the running"):
         scheduler.step()
 
 

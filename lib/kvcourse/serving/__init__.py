@@ -9,8 +9,11 @@ latency.
 * :mod:`kvcourse.serving.policies`: the three ways to hand it out, Max, Oracle and Paged, and how
   Paged brings a preempted request back (recompute, swap, or the cheaper);
 * :mod:`kvcourse.serving.checks`: the checks on a run's requests and times;
-* :mod:`kvcourse.serving.scheduler`: the scheduler, one iteration at a time, first come first
-  served, preempting the latest-arrived (:class:`Scheduler`);
+* :mod:`kvcourse.serving.scheduler`: the serving loop, one iteration at a time, first come first
+  served, with two hooks for preemption (:class:`IterationScheduler`);
+* :mod:`kvcourse.serving.hooks`: what the loop checks of those hooks (:class:`PreemptionError`);
+* :mod:`kvcourse.serving.preemption`: vLLM's hooks, preempt the latest-arrived, all or nothing,
+  swap or recompute (:class:`Scheduler`, the one the book runs);
 * :mod:`kvcourse.serving.records`: what a run reports, per iteration and in all, and the five
   kinds of KV memory;
 * :mod:`kvcourse.serving.simulation`: :func:`simulate` and the §3.3, §3.4 comparisons;
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 from kvcourse.serving.checks import check_requests
 from kvcourse.serving.cost import IterationCost
+from kvcourse.serving.hooks import PreemptionError
 from kvcourse.serving.latency import LatencyResult, RequestTimes, measure_latency
 from kvcourse.serving.memory import AllocatorContractError, LiveRequest
 from kvcourse.serving.policies import (
@@ -38,6 +42,7 @@ from kvcourse.serving.policies import (
     ReserveMaxPolicy,
     default_policies,
 )
+from kvcourse.serving.preemption import Scheduler, check_scheduler_class
 from kvcourse.serving.progress import PreemptEarliest, ProgressCheck, check_progress
 from kvcourse.serving.records import (
     KINDS,
@@ -46,7 +51,7 @@ from kvcourse.serving.records import (
     MemoryShares,
     MemoryTimeline,
 )
-from kvcourse.serving.scheduler import Scheduler
+from kvcourse.serving.scheduler import IterationScheduler
 from kvcourse.serving.simulation import (
     a100_accounting,
     compare_policies,
@@ -91,7 +96,10 @@ __all__ = [
     "PagedPolicy",
     "RECOVERIES",
     "ReserveMaxPolicy",
+    "IterationScheduler",
+    "PreemptionError",
     "Scheduler",
+    "check_scheduler_class",
     "a100_accounting",
     "check_requests",
     "compare_policies",

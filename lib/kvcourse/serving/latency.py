@@ -1,6 +1,6 @@
 """How long requests wait (§7): per-request times and the vLLM paper's normalized latency.
 
-:func:`measure_latency` serves a workload with the :class:`~kvcourse.serving.scheduler.Scheduler`
+:func:`measure_latency` serves a workload with the :class:`~kvcourse.serving.preemption.Scheduler`
 and records, for every request, its arrival, the time of its first output token and the time it
 finished (:class:`RequestTimes`). A token "appears" at the end of the iteration that produced it:
 the first token at the end of the request's first prefill, the last at the end of the iteration in
@@ -32,7 +32,8 @@ from kvcourse._checks import check_positive_int
 from kvcourse.serving.checks import check_requests, check_seconds
 from kvcourse.serving.cost import IterationCost, check_cost
 from kvcourse.serving.policies import A100_SLOTS, MemoryPolicy, check_policy
-from kvcourse.serving.scheduler import Scheduler
+from kvcourse.serving.preemption import Scheduler, check_scheduler_class
+from kvcourse.serving.scheduler import IterationScheduler
 from kvcourse.workloads import Request
 
 __all__ = ["LatencyResult", "RequestTimes", "measure_latency"]
@@ -140,10 +141,10 @@ def measure_latency(
     num_slots: int = A100_SLOTS,
     cost: IterationCost | None = None,
     horizon_s: float | None = None,
-    scheduler: type[Scheduler] = Scheduler,
+    scheduler: type[IterationScheduler] = Scheduler,
 ) -> LatencyResult:
     """Serve ``requests`` under ``policy`` with ``scheduler`` (vLLM's
-    :class:`~kvcourse.serving.scheduler.Scheduler` by default, or a subclass that preempts
+    :class:`~kvcourse.serving.preemption.Scheduler` by default, or a subclass that preempts
     someone else) and measure every request's latency.
 
     ``num_slots``: the KV arena (12,596 slots, OPT-13B on an A100-40GB); ``cost``: the iteration
@@ -156,8 +157,7 @@ def measure_latency(
     num_slots = check_positive_int("num_slots", num_slots, "e.g. A100_SLOTS (12,596)")
     cost = check_cost(cost)
     horizon = math.inf if horizon_s is None else check_seconds("horizon_s", horizon_s)
-    if not (isinstance(scheduler, type) and issubclass(scheduler, Scheduler)):
-        raise TypeError(f"scheduler must be Scheduler or a subclass of it, got {scheduler!r}")
+    check_scheduler_class(scheduler)
     n = len(ordered)
     first = np.full(n, np.nan)
     finish = np.full(n, np.nan)
@@ -190,7 +190,9 @@ def measure_latency(
     return _result(run, times, end_s, mean_batch)
 
 
-def _result(run: Scheduler, times: RequestTimes, end_s: float, batch: float) -> LatencyResult:
+def _result(
+    run: IterationScheduler, times: RequestTimes, end_s: float, batch: float
+) -> LatencyResult:
     done = times.finished
     finished = int(done.sum())
     norm = times.normalized_latency_s[done]

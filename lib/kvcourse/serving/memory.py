@@ -101,6 +101,10 @@ class KVMemory:
         """Free everything ``live`` holds, all at once."""
         raise NotImplementedError
 
+    def holds(self, live: LiveRequest) -> bool:
+        """Whether ``live`` holds memory here now (it is admitted and not yet released)."""
+        raise NotImplementedError
+
     def allocated(self) -> int:
         """Slots allocated to running requests, now."""
         raise NotImplementedError
@@ -200,6 +204,11 @@ class ContiguousMemory(KVMemory):
         return True
 
     def release(self, live: LiveRequest) -> None:
+        if live.size == 0:
+            raise ValueError(
+                f"request {live.request.request_id} holds no slots (it was never admitted, or "
+                f"its run was freed already): release each request's run once"
+            )
         before = self._allocator.free_slots()
         self._allocator.free(live.offset)
         after = self._allocator.free_slots()
@@ -212,6 +221,9 @@ class ContiguousMemory(KVMemory):
         del self._sizes[live.offset]
         self._allocated -= live.size
         live.offset, live.size = -1, 0
+
+    def holds(self, live: LiveRequest) -> bool:
+        return live.size > 0
 
 
 class PagedMemory(KVMemory):
@@ -258,8 +270,16 @@ class PagedMemory(KVMemory):
         return True
 
     def release(self, live: LiveRequest) -> None:
+        if live.table is None:
+            raise ValueError(
+                f"request {live.request.request_id} holds no blocks (it was never admitted, or "
+                f"its blocks were released already): release each request's blocks once"
+            )
         live.table.free()
         live.table = None
+
+    def holds(self, live: LiveRequest) -> bool:
+        return live.table is not None
 
     def grow(self, running: list[LiveRequest], start: int) -> int:
         pool = self._pool

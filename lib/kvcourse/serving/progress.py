@@ -7,7 +7,7 @@ progresses to the end and frees its memory, and then the next oldest does. Every
 
 :func:`check_progress` runs a scheduler over a workload and reports (:class:`ProgressCheck`)
 whether every request finished and how often the oldest running request was preempted — zero
-for the default :class:`~kvcourse.serving.scheduler.Scheduler`, with either recovery.
+for the default :class:`~kvcourse.serving.preemption.Scheduler`, with either recovery.
 :class:`PreemptEarliest` is the counter-example: it preempts the *earliest*-arrived running
 request instead. Since a recomputed request keeps the tokens it generated, even it finishes in
 the end, but it turns first come, first served upside down: the oldest request is the one
@@ -25,7 +25,8 @@ from kvcourse.serving.checks import check_requests
 from kvcourse.serving.cost import IterationCost
 from kvcourse.serving.memory import LiveRequest
 from kvcourse.serving.policies import A100_SLOTS, MemoryPolicy
-from kvcourse.serving.scheduler import Scheduler
+from kvcourse.serving.preemption import Scheduler, check_scheduler_class
+from kvcourse.serving.scheduler import IterationScheduler
 from kvcourse.workloads import Request
 
 __all__ = ["PreemptEarliest", "ProgressCheck", "check_progress"]
@@ -81,12 +82,12 @@ def check_progress(
     requests: Sequence[Request],
     policy: MemoryPolicy,
     *,
-    scheduler: type[Scheduler] = Scheduler,
+    scheduler: type[IterationScheduler] = Scheduler,
     num_slots: int = A100_SLOTS,
     cost: IterationCost | None = None,
     max_iterations: int | None = None,
 ) -> ProgressCheck:
-    """Serve ``requests`` under ``policy`` with ``scheduler`` (a :class:`Scheduler` class, default
+    """Serve ``requests`` under ``policy`` with ``scheduler`` (a scheduler class, default
     vLLM's) until every request finishes, and check exercise 12's claims: before each iteration it
     notes the oldest running request and counts the iterations that preempt it.
 
@@ -96,8 +97,7 @@ def check_progress(
     result then says ``stopped``. Returns a :class:`ProgressCheck`; its ``ok`` is the verdict.
     """
     ordered = check_requests(requests)
-    if not (isinstance(scheduler, type) and issubclass(scheduler, Scheduler)):
-        raise TypeError(f"scheduler must be Scheduler or a subclass of it, got {scheduler!r}")
+    check_scheduler_class(scheduler)
     if max_iterations is None:
         max_iterations = sum(r.output_len for r in ordered)
     max_iterations = check_positive_int("max_iterations", max_iterations, "e.g. 10000")

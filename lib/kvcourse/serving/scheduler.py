@@ -1,27 +1,29 @@
-"""The serving scheduler (§3.3, §6): iteration-level scheduling over KV memory, with preemption.
+"""The serving loop (§3.3, §6): iteration-level scheduling over KV memory, with hooks to preempt.
 
-The scheduler serves a stream of requests with **iteration-level scheduling** (Orca's, lecture 6):
-each iteration, every running request produces one token, new requests join the batch between
-iterations and finished ones leave. The memory policy (:mod:`kvcourse.serving.policies`) decides
-how the KV memory is handed out; the scheduler decides who runs — vLLM's policy: first come, first
-served, and when memory runs out the latest-arrived request is preempted (§6.1).
+:class:`IterationScheduler` serves a stream of requests with **iteration-level scheduling**
+(Orca's, lecture 6): each iteration, every running request produces one token, new requests join
+the batch between iterations and finished ones leave. The memory policy
+(:mod:`kvcourse.serving.policies`) decides how the KV memory is handed out; two hooks decide what
+happens when it runs out: :meth:`~IterationScheduler.choose_victim` (who is preempted) and
+:meth:`~IterationScheduler.preempt` (free the victim's memory, requeue it, and say how it will
+come back, with :meth:`~IterationScheduler.recompute` or :meth:`~IterationScheduler.swap_out`).
+vLLM's answers to both are :class:`kvcourse.serving.preemption.Scheduler`, the one the book runs;
+assignment a4 writes them again.
 
-**One iteration**, at simulated time ``t`` (:meth:`Scheduler.step`):
+**One iteration**, at simulated time ``t`` (:meth:`IterationScheduler.step`):
 
 1. requests that have arrived by ``t`` join the back of the waiting queue (first come, first
    served);
 2. every running request gets the slot for this iteration's token, in batch order, earliest
    arrival first (a contiguous reservation already holds it; Paged may need a new block). When a
-   new block is needed and none is free, the latest-arrived running request is preempted
-   (:meth:`Scheduler.choose_victim`), all or nothing: all its blocks are freed at once, it goes
-   back to its place in the queue's arrival order (the front: it arrived before all who wait),
-   and :meth:`Scheduler.recover` recomputes it (prompt + generated tokens become its new prompt)
-   or swaps its blocks to the CPU pool, as the policy's ``recovery`` says (§6.2);
+   new block is needed and none is free, ``choose_victim`` names a running request and
+   ``preempt`` takes it out of the batch, frees all of its memory, puts it back in the queue and
+   marks how it resumes; the loop checks that it did (:class:`PreemptionError` if not);
 3. unless step 2 preempted somebody, waiting requests are admitted in queue order while their
    memory fits — Max and Oracle: the allocator returns a run of 2048, or prompt + output, slots;
-   Paged: the free blocks hold the (re)prompt plus the first new token; a swapped request gets the
-   same blocks back and its KV is copied in. The first request that does not fit stops admission
-   (no overtaking);
+   Paged: the free blocks hold the (re)prompt plus the first new token; a swapped request gets
+   GPU blocks again and its KV is copied back in. The first request that does not fit stops
+   admission (no overtaking);
 4. every running request stores one more token: a newly admitted or recomputed one stores its
    whole (re)prompt (prefill) and its next output token, the others one token each (decode). A
    request of output length ``o`` therefore runs ``o`` iterations and finishes holding
@@ -42,21 +44,22 @@ from collections.abc import Iterator, Sequence
 from operator import attrgetter
 from types import TracebackType
 
-from kvcourse._checks import ceil_div, check_positive_int
+from kvcourse._checks import check_positive_int
 from kvcourse.serving.checks import check_requests
 from kvcourse.serving.cost import IterationCost, check_cost
+from kvcourse.serving.hooks import PreemptionError, batch_index, check_preempted
 from kvcourse.serving.memory import LiveRequest
 from kvcourse.serving.policies import A100_SLOTS, RECOVERIES, MemoryPolicy, check_policy
 from kvcourse.serving.records import Iteration
 from kvcourse.serving.swap_cost import SwapCost
 from kvcourse.workloads import Request
 
-__all__ = ["Scheduler", "check_requests"]
+__all__ = ["IterationScheduler"]
 
 _order = attrgetter("order")  # a live request's place in arrival order
 
 
-class Scheduler:
+class IterationScheduler:
     """Serves ``requests`` one iteration at a time under ``policy``, on ``num_slots`` KV slots
     (12,596 by default) with iterations timed by ``cost`` (:meth:`IterationCost.for_gpu`).
 
@@ -73,10 +76,10 @@ class Scheduler:
     * every request is in exactly one place: not yet arrived, ``waiting``, ``running``, or
       finished (it then holds no memory and has generated its whole output);
     * ``waiting`` and ``running`` are each in arrival order (a request's ``order``): arrivals join
-      the back of the queue, victims go back to their place in it (the front, with the default
-      victim), and an admitted request takes its place in the batch (the end, with the default
-      victim). With the default victim, every running request arrived before every waiting one,
-      so the oldest unfinished request is ``running[0]`` whenever anything runs;
+      the back of the queue, a victim goes back to its place in it (the front, with vLLM's
+      victim, the latest-arrived), and an admitted request takes its place in the batch (the end,
+      with vLLM's victim). Then every running request arrived before every waiting one, so the
+      oldest unfinished request is ``running[0]`` whenever anything runs;
     * admission takes the head of the queue or nobody (no overtaking), and admits nobody in an
       iteration whose step 2 preempted a request and left others running;
     * every running request holds memory for each token it has stored (prompt + generated), and
@@ -84,14 +87,16 @@ class Scheduler:
       memory, and CPU blocks exactly while it is swapped out (``cpu_blocks``, then ``new`` is
       False: it resumes decoding);
     * preemption is all or nothing: the victim frees all its memory, keeps its generated-token
-      count, and is re-admitted later like any waiting request;
+      count, and is re-admitted later like any waiting request (the loop checks the first part
+      after every :meth:`preempt`);
     * ``time_s`` never goes back; the five kinds of every :class:`Iteration` add up to
       ``num_slots``. If every request fits the memory alone and ``horizon_s`` is infinite, every
-      request finishes (exercise 12): with the default victim the oldest running request is
+      request finishes (exercise 12): with vLLM's victim the oldest running request is
       preempted only when it is alone, and alone it fits — so it never is, and always progresses.
 
-    Extending it (§6, §7): override :meth:`choose_victim` to preempt someone else, :meth:`recover`
-    to bring a victim back another way; read the ``admitted`` and ``finished`` requests of each
+    The two hooks are left to a subclass (this class raises ``NotImplementedError`` when memory
+    runs out): :class:`kvcourse.serving.preemption.Scheduler` is vLLM's, and a student's
+    scheduler of assignment a4 is another. Read the ``admitted`` and ``finished`` requests of each
     :class:`Iteration` for latency metrics (:mod:`kvcourse.serving.latency` does).
     """
 
@@ -202,26 +207,17 @@ class Scheduler:
         i = self.memory.grow(running, 0)
         while i < len(running):
             victim = self.choose_victim(running[i])
-            j = self._batch_index(victim)
+            j, batch = batch_index(self, victim), len(running)
             self.preempt(victim)
+            check_preempted(self, victim, batch)
             victims.append(victim)
             if j < i:  # the needy request moved one place forward
                 i -= 1
             i = self.memory.grow(running, i)
-        if victims:
-            self._requeue(victims)
+        if victims:  # the running requests' token counts, recounted after the hooks' changes
+            self._stored = sum(live.prompt + live.done for live in running)
+            self._final = sum(live.final for live in running)
         return victims
-
-    def _requeue(self, victims: list[LiveRequest]) -> None:
-        """Victims go back to their places in the queue's arrival order (the front, by default)."""
-        victims = sorted(victims, key=_order)
-        waiting = self.waiting
-        if not waiting or victims[-1].order < waiting[0].order:
-            waiting.extendleft(reversed(victims))
-        else:  # a chosen victim arrived after the head of the queue: merge
-            merged = sorted([*waiting, *victims], key=_order)
-            waiting.clear()
-            waiting.extend(merged)
 
     def _admit(self) -> tuple[list[LiveRequest], int]:
         """Step 3: admit the head of the queue while its memory fits. Returns the admitted requests
@@ -304,48 +300,60 @@ class Scheduler:
     # ------------------------------------------------------------------ preemption
 
     def choose_victim(self, needy: LiveRequest) -> LiveRequest:
-        """The running request to preempt when ``needy`` (running) needs a new block and none is
-        free. Override to choose another; it must return a member of ``running``, ``needy`` itself
-        included. Default, vLLM's: the latest-arrived running request, the last of the batch
-        (which is in arrival order). It is ``needy`` itself when ``needy`` is the latest."""
-        return self.running[-1]
+        """The hook that names the running request to preempt when ``needy`` (running) needs a
+        new block and none is free; it must return a member of ``running``, ``needy`` included.
+        vLLM's answer, the latest-arrived: :class:`kvcourse.serving.preemption.Scheduler`."""
+        raise NotImplementedError(
+            f"{type(self).__name__} has no choose_victim(): subclass IterationScheduler and write "
+            f"it, or use kvcourse.serving.Scheduler (vLLM's)"
+        )
 
     def preempt(self, victim: LiveRequest) -> None:
-        """Preempt a running request, all or nothing: take it out of the batch, free all of its KV
-        memory and hand it to :meth:`recover`. The scheduler then puts it back in the queue."""
-        del self.running[self._batch_index(victim)]
-        self.memory.release(victim)
-        self.preemptions += 1
-        victim.preemptions += 1
-        self._stored -= victim.prompt + victim.done
-        self._final -= victim.final
-        self.recover(victim)
+        """The hook that preempts ``victim`` (running), all or nothing: take it out of
+        ``running``, free all of its memory (``memory.release``), count it (``preemptions`` and
+        ``victim.preemptions``), put it back in ``waiting`` and say how it resumes:
+        :meth:`recompute` or :meth:`swap_out`. vLLM's: :class:`kvcourse.serving.preemption.
+        Scheduler`. The loop checks the result (:class:`PreemptionError`)."""
+        raise NotImplementedError(
+            f"{type(self).__name__} has no preempt(): subclass IterationScheduler and write it, "
+            f"or use kvcourse.serving.Scheduler (vLLM's)"
+        )
 
-    def recover(self, victim: LiveRequest) -> None:
-        """How a preempted request will resume; the recovery hook, following the policy's
-        ``recovery`` (§6.2). **Recompute**: its KV is gone, so when it is re-admitted it prefills
-        its prompt plus the tokens it had generated (counted in ``recomputed_tokens``).
-        **Swap**: its blocks are copied to the CPU pool now (the copy time is added to this
-        iteration) and back when it is re-admitted; if the CPU pool has no room, recompute.
-        **Cheaper**: swap when out + in is faster than the iteration model's time for its
-        recompute (``cost.per_new_token_s`` × its tokens), else recompute."""
-        tokens = victim.prompt + victim.done
-        if self.recovery != "recompute":
-            swap = self.swap_cost
-            blocks = ceil_div(tokens, self.memory.block_size)
-            out_s = swap.seconds(blocks)
-            if self.recovery == "swap" or 2 * out_s < self.cost.per_new_token_s * tokens:
-                if self.memory.swap_out(victim):
-                    self.swap_outs += 1
-                    self.swapped_out_blocks += blocks
-                    self.swap_s += out_s
-                    self._swap_step[0] += out_s
-                    self._swap_step[1] += blocks
-                    return  # its KV survives: it resumes decoding once copied back
-                self.swap_fallbacks += 1
+    def recompute(self, victim: LiveRequest) -> None:
+        """Bring a preempted request back by **recomputation** (§6.2): its KV is gone, so when it
+        is admitted again it prefills its prompt plus the tokens it had generated as one new
+        prompt. Counted in ``recomputations`` and ``recomputed_tokens``."""
+        if self.memory.holds(victim) or victim.cpu_blocks:
+            raise PreemptionError(
+                f"recompute(request {victim.request.request_id}): call it on a preempted "
+                f"request, after memory.release(victim), and not on one already swapped out"
+            )
         self.recomputations += 1
-        self.recomputed_tokens += tokens
+        self.recomputed_tokens += victim.prompt + victim.done
         victim.new = True
+
+    def swap_out(self, victim: LiveRequest) -> bool:
+        """Bring a preempted request back by **swapping** (§6.2): copy the blocks its tokens fill
+        to the CPU block pool now (``swap_cost`` times the copy, added to this iteration), and back
+        into GPU blocks when it is admitted again; it then resumes decoding. True if copied; False,
+        with nothing changed (counted in ``swap_fallbacks``), when the policy keeps no CPU pool
+        or the pool has no room: recompute it then."""
+        if self.memory.holds(victim) or victim.cpu_blocks or victim.new:
+            raise PreemptionError(
+                f"swap_out(request {victim.request.request_id}): call it once on a preempted "
+                f"request, after memory.release(victim), and not on one marked for recompute"
+            )
+        blocks = self.memory.swap_out(victim)
+        if not blocks:
+            self.swap_fallbacks += 1
+            return False
+        seconds = self.swap_cost.seconds(blocks)
+        self.swap_outs += 1
+        self.swapped_out_blocks += blocks
+        self.swap_s += seconds
+        self._swap_step[0] += seconds
+        self._swap_step[1] += blocks
+        return True
 
     def _swap_in(self, live: LiveRequest) -> None:
         """Step 3 for a swapped request: its KV is copied back into the GPU blocks it was given."""
@@ -356,15 +364,6 @@ class Scheduler:
         self.swap_s += seconds
         self._swap_step[0] += seconds
         self._swap_step[2] += blocks
-
-    def _batch_index(self, live: LiveRequest) -> int:
-        for i in range(len(self.running) - 1, -1, -1):  # the victim is usually the last
-            if self.running[i] is live:
-                return i
-        raise ValueError(
-            f"choose_victim() returned {live!r}, which is not in the running batch; return one "
-            f"of scheduler.running"
-        )
 
     # ------------------------------------------------------------------ the end
 
@@ -388,7 +387,7 @@ class Scheduler:
             if live.cpu_blocks:
                 self.memory.swap_in(live)
 
-    def __enter__(self) -> Scheduler:
+    def __enter__(self) -> IterationScheduler:
         return self
 
     def __exit__(

@@ -1,6 +1,6 @@
 """Where the KV memory went (§3.3, §3.4): serve a workload under each policy and account its memory.
 
-:func:`simulate` runs the :class:`~kvcourse.serving.scheduler.Scheduler` over a workload under one
+:func:`simulate` runs the :class:`~kvcourse.serving.preemption.Scheduler` over a workload under one
 memory policy and measures it into an :class:`~kvcourse.serving.records.AccountingResult`;
 :func:`compare_policies` does it for several policies on the same requests, :func:`a100_accounting`
 is the §3.3 demo (OPT-13B on an A100-40GB serving a seeded workload), and
@@ -33,8 +33,8 @@ from kvcourse.serving.policies import (
     check_policy,
     default_policies,
 )
+from kvcourse.serving.preemption import Scheduler
 from kvcourse.serving.records import KINDS, AccountingResult, MemoryShares, MemoryTimeline
-from kvcourse.serving.scheduler import Scheduler
 from kvcourse.workloads import ALPACA, SHAREGPT, LengthDistribution, Request, generate_requests
 
 __all__ = [

@@ -1,7 +1,7 @@
 """§6's scheduler recorded: who is admitted, who is preempted and why, one iteration at a time.
 
 :func:`preemption_frames` serves a small workload with the real
-:class:`~kvcourse.serving.scheduler.Scheduler` (or a subclass) under a
+:class:`~kvcourse.serving.preemption.Scheduler` (or another scheduler class) under a
 :class:`~kvcourse.serving.policies.PagedPolicy` and records, after every iteration, the block pool
 (which request holds which block, how many of its slots hold tokens), the waiting queue in order,
 the victims of the iteration with the blocks they gave back, and who finished
@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from kvcourse.serving.cost import IterationCost
 from kvcourse.serving.memory import LiveRequest, PagedMemory
 from kvcourse.serving.policies import PagedPolicy
-from kvcourse.serving.scheduler import Scheduler
+from kvcourse.serving.preemption import Scheduler, check_scheduler_class
+from kvcourse.serving.scheduler import IterationScheduler
 from kvcourse.workloads import Request
 
 __all__ = [
@@ -57,7 +58,7 @@ class RequestState:
 
 @dataclass(frozen=True)
 class PreemptionFrame:
-    """The scheduler after one iteration (:meth:`Scheduler.step`).
+    """The scheduler after one iteration (:meth:`IterationScheduler.step`).
 
     ``iteration`` counts from 1, ``time_s`` is when it started. ``running`` are the requests in
     the batch, in batch order, after the iteration's token (finished ones excluded), ``finished``
@@ -108,7 +109,7 @@ class _Recorder:
     """Wraps a scheduler's memory ``release`` to note which blocks each request gives back, and
     its ``choose_victim`` to note who needed a block."""
 
-    def __init__(self, scheduler: Scheduler) -> None:
+    def __init__(self, scheduler: IterationScheduler) -> None:
         self.released: list[tuple[LiveRequest, tuple[int, ...], int]] = []
         self.needy: list[LiveRequest] = []
         memory = scheduler.memory
@@ -146,7 +147,7 @@ def preemption_frames(
     *,
     block_size: int = 4,
     num_blocks: int = 6,
-    scheduler: type[Scheduler] = Scheduler,
+    scheduler: type[IterationScheduler] = Scheduler,
     cost: IterationCost | None = None,
     max_iterations: int = 200,
 ) -> list[PreemptionFrame]:
@@ -157,8 +158,7 @@ def preemption_frames(
     ``max_iterations``). ``cost`` defaults to one time unit per iteration, so arrival times count
     iterations. Requests are named A, B, C … in arrival order.
     """
-    if not (isinstance(scheduler, type) and issubclass(scheduler, Scheduler)):
-        raise TypeError(f"scheduler must be Scheduler or a subclass of it, got {scheduler!r}")
+    check_scheduler_class(scheduler)
     if cost is None:
         cost = IterationCost(1.0, 0.0, 0.0)
     policy = PagedPolicy(block_size)
