@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import ast
 import html
+import importlib
 import re
 import shutil
 import subprocess
 import sys
+import types
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -118,6 +120,17 @@ SPECIFIC = {
             "sys.displayhook",
             "set_custom_exc",
         ),
+    ),
+    "a4_preemption": Specific(
+        points=(10, 10),
+        # The reference hooks (serving.Scheduler) and Ex 6 (serving.swap_cost), only to switch
+        # them off while student code runs; the serving loop, policies and requests the tests
+        # build; the visible cells' helpers.
+        library=("serving", "workloads", "grading"),
+        hidden_literals=("0.0610030080", "(132, 445, 132)", "(102, 13, 126, 0)", "(86, 7, 14, 6)"),
+        partial_message="swap_out_seconds(1024, 32): expected 59.154 ms (2,560 copies of "
+        "327,680 B), got 29.577 ms",
+        hostile_flags=("defines __eq__", "sys.displayhook", "set_custom_exc"),
     ),
 }
 
@@ -258,4 +271,11 @@ def below_package_level(name: str, library: Path = LIBRARY) -> bool:
     if len(parts) < 3 or parts[1] == "grading" or not (library / parts[1]).is_dir():
         return False
     inside = library / parts[1] / parts[2]
-    return inside.is_dir() or inside.with_suffix(".py").is_file()
+    if not (inside.is_dir() or inside.with_suffix(".py").is_file()):
+        return False
+    if library == LIBRARY:  # a public name of the package that shadows its module is public
+        package = importlib.import_module(f"kvcourse.{parts[1]}")
+        public = getattr(package, parts[2], None)
+        if public is not None and not isinstance(public, types.ModuleType):
+            return False
+    return True

@@ -1,0 +1,226 @@
+"""Sample submissions for a4_preemption (see kvcourse.grading.samples).
+
+Each sample starts from the current student version in notebooks/ and fills the solution cells
+named here; the others take the instructor's solution unless ``default=STUB``. ``passes`` lists the
+test cells that must score. The tests grade all of them in one ``kvcourse-grade autograde`` run;
+``kvcourse-grade samples a4_preemption --out DIR`` writes them out for a dry run.
+
+The runner's own robustness (a loop, a dead kernel, a memory hog, deleted test cells) is shown by
+the samples of a0_kv_sizing. These show what this assignment's tests add: one scheduler class
+whose three methods are graded in three parts, each with the library's version of the other two,
+then together (Part 5); and a library reference (vLLM's hooks) that must not stand in for the
+student's, whether it is inherited, called or copied function by function.
+"""
+
+from kvcourse.grading.samples import (
+    ANYTHING,
+    COPY_TOOLS,
+    FORGE_SCORE,
+    SWALLOW_ERRORS,
+    Sample,
+    basic_samples,
+    raises_first,
+    replaced,
+    tests_of,
+)
+
+# --- Part 1 (Ex 6): one mistake each, in the cost model -------------------------------------------
+#: One copy per layer and block: K and V moved together, as if they were one tensor.
+ONE_KV_COPY = replaced(
+    "    copies = OPT13B_LAYERS * 2 * blocks  #", "    copies = OPT13B_LAYERS * blocks  #"
+)
+
+#: Bytes over bandwidth only: the fixed 10 µs of each copy forgotten.
+NO_PER_COPY_COST = replaced(
+    "(PCIE_PER_COPY_S + copy_bytes / PCIE_BANDWIDTH)", "(copy_bytes / PCIE_BANDWIDTH)"
+)
+
+#: Swapping out compared with recomputing: the copy back in forgotten.
+ONE_WAY_EX6 = replaced(
+    "    round_trip = 2 * swap_out_seconds(tokens, block_size)",
+    "    round_trip = swap_out_seconds(tokens, block_size)",
+)
+
+_VICTIM = "        return max(self.running, key=lambda live: live.order)\n"
+_REQUEUE = "        self.waiting.appendleft(victim)  # ahead of everyone who arrived after it\n"
+_ROUND_TRIP = "            round_trip_s = 2 * self.swap_cost.seconds(blocks)\n"
+
+# --- Part 2: the wrong victim -------------------------------------------------------------------
+#: The request that needs the block gives up its own memory, whoever arrived last.
+PREEMPTS_NEEDY = replaced(_VICTIM, "        return needy\n")
+
+#: The earliest-arrived running request ("it has had its share").
+PREEMPTS_EARLIEST = replaced(_VICTIM, "        return self.running[0]\n")
+
+#: The request holding the most tokens ("it frees the most memory").
+PREEMPTS_LONGEST = replaced(
+    _VICTIM, "        return max(self.running, key=lambda live: live.prompt + live.done)\n"
+)
+
+# --- Part 3: the preempt step -------------------------------------------------------------------
+#: The victim goes to the back of the queue, behind requests that arrived after it.
+REQUEUES_AT_BACK = replaced(_REQUEUE, "        self.waiting.append(victim)\n")
+
+#: The victim leaves the batch but keeps its blocks (a forgotten release).
+KEEPS_BLOCKS = replaced("        self.memory.release(victim)  # every block at once\n", "")
+
+#: The run's count of preemptions is never raised.
+UNCOUNTED = replaced("        self.preemptions += 1\n", "")
+
+# --- Part 4: the recovery -----------------------------------------------------------------------
+#: "cheaper" compares one way out with recomputing (Part 1's one-way mistake, in the scheduler).
+ONE_WAY_CHEAPER = replaced(_ROUND_TRIP, "            round_trip_s = self.swap_cost.seconds(blocks)\n")
+
+#: A swap that finds no room in the CPU pool is not followed by a recompute.
+NO_FALLBACK = replaced(
+    "                if self.swap_out(victim):\n                    return\n",
+    "                self.swap_out(victim)\n                return\n",
+)
+
+# --- right answers the tests must not punish ----------------------------------------------------
+#: The batch is in arrival order, so its last request is the latest; the victim is put back by
+#: insertion in arrival order rather than at the front. Both are right.
+OTHER_RIGHT_WAY = replaced(_VICTIM, "        return self.running[-1]\n")
+
+
+def _insort(solution: str) -> str:
+    code = OTHER_RIGHT_WAY(solution)
+    code = code.replace(
+        _REQUEUE,
+        "        bisect.insort(self.waiting, victim, key=lambda live: live.order)\n",
+    )
+    return "import bisect\n\n" + code
+
+
+# --- a hostile student: vLLM's hooks inherited, and every trick for Part 1 ------------------------
+HOSTILE_SCHEDULER = """
+import kvcourse.serving
+
+
+class MyScheduler(kvcourse.serving.Scheduler):
+    \"\"\"vLLM's hooks, inherited: nothing written.\"\"\"
+"""
+
+HOSTILE_EX6 = f"""
+import sys
+
+import kvcourse.serving
+{ANYTHING}
+
+
+def swap_out_seconds(tokens, block_size):
+    return kvcourse.serving.swap_vs_recompute(tokens, block_size).swap_out_s
+
+
+def faster_recovery(tokens, block_size, recompute_s):
+    {FORGE_SCORE}
+    {SWALLOW_ERRORS}
+    return Anything(0)
+"""
+
+# --- a copycat: vLLM's hooks copied function by function before the tests can switch them off ---
+COPYCAT_SCHEDULER = f"""
+{COPY_TOOLS}
+import kvcourse.serving
+
+MyScheduler = type(
+    "MyScheduler",
+    (kvcourse.serving.IterationScheduler,),
+    {{
+        name: _copy(getattr(kvcourse.serving.Scheduler, name))
+        for name in ("choose_victim", "preempt", "recover")
+    }},
+)
+"""
+
+_LATER = ("preempt", "recover", "no_deadlock")
+
+SAMPLES = {
+    **basic_samples(),
+    "partial": Sample(
+        about="Ex 6 with one copy per layer and block, and the earliest-arrived as the victim",
+        cells={"ex6": ONE_KV_COPY, "MyScheduler": PREEMPTS_EARLIEST},
+        passes=tests_of("preempt", "recover"),
+    ),
+    "other_right_way": Sample(
+        about="every part right: the last of the batch as the victim, and the victim put back "
+        "by insertion in arrival order",
+        cells={"MyScheduler": _insort},
+    ),
+    "one_kv_copy": Sample(
+        about="Ex 6 with one copy per layer and block: K and V not copied apart",
+        cells={"ex6": ONE_KV_COPY},
+        passes=tests_of("choose_victim", *_LATER),
+    ),
+    "no_per_copy_cost": Sample(
+        about="Ex 6 without the 10 µs fixed cost of each copy",
+        cells={"ex6": NO_PER_COPY_COST},
+        passes=tests_of("choose_victim", *_LATER),
+    ),
+    "one_way_ex6": Sample(
+        about="faster_recovery compares swapping out, not out and back in, with recomputing",
+        cells={"ex6": ONE_WAY_EX6},
+        passes=tests_of("choose_victim", *_LATER),
+    ),
+    "preempts_needy": Sample(
+        about="choose_victim returns the request that needs the block",
+        cells={"MyScheduler": PREEMPTS_NEEDY},
+        passes=tests_of("ex6", "preempt", "recover"),
+    ),
+    "preempts_earliest": Sample(
+        about="choose_victim returns the earliest-arrived running request",
+        cells={"MyScheduler": PREEMPTS_EARLIEST},
+        passes=tests_of("ex6", "preempt", "recover"),
+    ),
+    "preempts_longest": Sample(
+        about="choose_victim returns the running request holding the most tokens",
+        cells={"MyScheduler": PREEMPTS_LONGEST},
+        passes=tests_of("ex6", "preempt", "recover"),
+    ),
+    "requeues_at_back": Sample(
+        about="preempt puts the victim at the back of the queue",
+        cells={"MyScheduler": REQUEUES_AT_BACK},
+        passes=tests_of("ex6", "choose_victim", "recover"),
+    ),
+    "keeps_blocks": Sample(
+        about="preempt takes the victim out of the batch but never releases its blocks",
+        cells={"MyScheduler": KEEPS_BLOCKS},
+        passes=tests_of("ex6", "choose_victim", "recover"),
+    ),
+    "uncounted": Sample(
+        about="preempt never counts the preemption in self.preemptions",
+        cells={"MyScheduler": UNCOUNTED},
+        passes=tests_of("ex6", "choose_victim", "recover"),
+    ),
+    "one_way_cheaper": Sample(
+        about="recover's 'cheaper' compares one way out, not the round trip, with recomputing",
+        cells={"MyScheduler": ONE_WAY_CHEAPER},
+        passes=(*tests_of("ex6", "choose_victim", "preempt"), "test_no_deadlock"),
+    ),
+    "no_fallback": Sample(
+        about="recover does not recompute a victim the full CPU pool could not take",
+        cells={"MyScheduler": NO_FALLBACK},
+        passes=tests_of("ex6", "choose_victim", "preempt"),
+    ),
+    "raises": Sample(
+        about="the scheduler cell raises at top level, so MyScheduler is never defined",
+        cells={"MyScheduler": raises_first},
+        passes=tests_of("ex6"),
+    ),
+    "syntax_error": Sample(
+        about="Part 1 does not parse; every other part is right",
+        cells={"ex6": lambda code: code.replace(") -> float:", ") -> float", 1)},
+        passes=tests_of("choose_victim", *_LATER),
+    ),
+    "hostile": Sample(
+        about="vLLM's hooks inherited; Ex 6 asked of the library, an always-equal choice, a "
+        "forged score and swallowed errors",
+        cells={"MyScheduler": HOSTILE_SCHEDULER, "ex6": HOSTILE_EX6},
+        passes=(),
+    ),
+    "copycat": Sample(
+        about="vLLM's three hooks copied function by function before the tests run",
+        cells={"MyScheduler": COPYCAT_SCHEDULER},
+        passes=tests_of("ex6"),
+    ),
+}
