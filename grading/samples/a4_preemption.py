@@ -69,7 +69,9 @@ UNCOUNTED = replaced("        self.preemptions += 1\n", "")
 
 # --- Part 4: the recovery -----------------------------------------------------------------------
 #: "cheaper" compares one way out with recomputing (Part 1's one-way mistake, in the scheduler).
-ONE_WAY_CHEAPER = replaced(_ROUND_TRIP, "            round_trip_s = self.swap_cost.seconds(blocks)\n")
+ONE_WAY_CHEAPER = replaced(
+    _ROUND_TRIP, "            round_trip_s = self.swap_cost.seconds(blocks)\n"
+)
 
 #: A swap that finds no room in the CPU pool is not followed by a recompute.
 NO_FALLBACK = replaced(
