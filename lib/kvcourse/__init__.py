@@ -5,6 +5,7 @@ It is a stack of layers; a module imports only from its own layer or the ones be
 
 * foundations: :mod:`kvcourse.specs` (model and GPU specifications), :mod:`kvcourse.sizing` (KV
   bytes, capacity, FLOPs), :mod:`kvcourse.workloads` (seeded request streams),
+  :mod:`kvcourse.traces` (Mooncake's request traces with prefix-block ids, and a generator),
   :mod:`kvcourse.os_paging` (§2's toy page table) and the shared argument checks;
 * :mod:`kvcourse.blocks`: block bookkeeping with no tensors: the block pool, block tables, sharing
   with copy-on-write, the buddy allocator;
