@@ -22,6 +22,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("model", ("model",)),
     ("generation", ("generation",)),
     ("serving", ("serving",)),
+    ("cluster", ("cluster",)),
     ("drawings", ("viz",)),
     ("grading", ("grading",)),
 )

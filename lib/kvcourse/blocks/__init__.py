@@ -6,6 +6,8 @@ No K or V lives here, and nothing imports torch: :mod:`kvcourse.kv` puts tensors
 * :mod:`kvcourse.blocks.free_queue`: the pool's free blocks in eviction order, a linked queue;
 * :mod:`kvcourse.blocks.pool`: the pool of physical blocks: free queue, reference counts and the
   block hashes of cached prefixes (§4.1, §8);
+* :mod:`kvcourse.blocks.hashing`: chained block hashes, the names a prefix cache gives full blocks
+  (§8.2);
 * :mod:`kvcourse.blocks.table`: one sequence's block table, logical → physical (§4.1);
 * :mod:`kvcourse.blocks.sharing`: fork, append with copy-on-write, free (§5);
 * :mod:`kvcourse.blocks.buddy`: a buddy allocator for contiguous KV regions (§3);
@@ -35,6 +37,12 @@ from kvcourse.blocks.errors import (
     UnknownSequenceError,
 )
 from kvcourse.blocks.free_queue import FreeBlockQueue
+from kvcourse.blocks.hashing import (
+    ROOT_HASH,
+    block_hash,
+    chained_block_hashes,
+    short_hash,
+)
 from kvcourse.blocks.pool import (
     BlockPool,
     Eviction,
@@ -59,6 +67,10 @@ __all__ = [
     "Eviction",
     "FreeBlockQueue",
     "as_index",
+    "ROOT_HASH",
+    "block_hash",
+    "chained_block_hashes",
+    "short_hash",
     "BlockTable",
     "BlockTableEntry",
     "CopyOnWrite",
