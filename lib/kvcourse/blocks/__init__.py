@@ -8,6 +8,8 @@ No K or V lives here, and nothing imports torch: :mod:`kvcourse.kv` puts tensors
   block hashes of cached prefixes (§4.1, §8);
 * :mod:`kvcourse.blocks.hashing`: chained block hashes, the names a prefix cache gives full blocks
   (§8.2);
+* :mod:`kvcourse.blocks.prefix_cache`: automatic prefix caching on the pool: look up, take, name
+  and give back a request's blocks (§8.3);
 * :mod:`kvcourse.blocks.table`: one sequence's block table, logical → physical (§4.1);
 * :mod:`kvcourse.blocks.sharing`: fork, append with copy-on-write, free (§5);
 * :mod:`kvcourse.blocks.buddy`: a buddy allocator for contiguous KV regions (§3);
@@ -48,6 +50,7 @@ from kvcourse.blocks.pool import (
     Eviction,
     as_index,
 )
+from kvcourse.blocks.prefix_cache import PrefixAllocation, PrefixCache, PrefixMatch
 from kvcourse.blocks.sharing import (
     CopyOnWrite,
     ForkAppendFree,
@@ -71,6 +74,9 @@ __all__ = [
     "block_hash",
     "chained_block_hashes",
     "short_hash",
+    "PrefixAllocation",
+    "PrefixCache",
+    "PrefixMatch",
     "BlockTable",
     "BlockTableEntry",
     "CopyOnWrite",

@@ -1,0 +1,165 @@
+"""Automatic prefix caching on the block pool (§8.3): a new request reuses the blocks of any earlier
+request that began with the same tokens, found by their chained hashes.
+
+The cache adds no memory of its own. It names the full blocks a request has computed by their
+chained hashes (:mod:`kvcourse.blocks.hashing`) in the pool (:meth:`BlockPool.set_block_hash`), and
+when the request finishes its blocks go back to the pool *free but cached*: still holding their KV
+and their names, in the pool's free queue, the least recently used at its head. A later request:
+
+1. **looks itself up** (:meth:`PrefixCache.match`): the leading run of its full blocks whose
+   hashes the pool holds. The first miss ends the run, since a block's KV is of no use without
+   the blocks before it; and the run stops one token short of the prompt, so that at least the
+   last prompt token is computed (its logits choose the first output token). A prompt that is an
+   exact multiple of the block size therefore recomputes its whole last block;
+2. **takes its blocks** (:meth:`PrefixCache.allocate`): one reference on each hit (a used block is
+   shared, a free cached one is revived out of the free queue) and fresh blocks for the rest, all
+   or nothing. A fresh block may evict a free cached block (the head of the free queue, LRU);
+   a block someone holds is never evicted, since only free blocks are in the queue;
+3. **names what it computed** (:meth:`PrefixCache.register`) once its KV is written: every full
+   block gets its hash, so the next request can hit it;
+4. **gives its blocks back** (:meth:`PrefixCache.free`), last block first: a sequence's tail is the
+   part least likely to be shared, so it should be evicted first (vLLM frees in the same order).
+
+Invariants: a hit returns only a block whose whole prefix equals the request's (equal chained
+hash); every block a request holds has one reference from it; cached tokens are always fewer than
+the prompt's. The counters (``queries``, ``queried_blocks``, ``hit_blocks``) measure the hit rate
+block by block, as the replay of :mod:`kvcourse.cluster.prefix_replay` does for a whole cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kvcourse.blocks.errors import OutOfBlocksError
+from kvcourse.blocks.hashing import ROOT_HASH, chained_block_hashes
+from kvcourse.blocks.pool import BlockPool
+
+__all__ = ["PrefixAllocation", "PrefixCache", "PrefixMatch"]
+
+
+@dataclass(frozen=True)
+class PrefixMatch:
+    """What the cache holds of a prompt: ``hashes`` of its full blocks, and ``block_ids`` of the
+    leading run of them that is cached (at most ``(len(tokens) - 1) // block_size`` blocks), with
+    ``cached_tokens`` the tokens whose KV they hold."""
+
+    hashes: tuple[bytes, ...]
+    block_ids: tuple[int, ...]
+    cached_tokens: int
+
+
+@dataclass(frozen=True)
+class PrefixAllocation:
+    """The blocks a request got for its ``num_tokens``-token prompt, in logical order: the first
+    ``num_cached_blocks`` came from the cache (their KV is already there, ``cached_tokens`` of
+    them); the rest are fresh, for the ``tokens_to_compute`` tokens the prefill must compute."""
+
+    block_ids: tuple[int, ...]
+    num_tokens: int
+    num_cached_blocks: int
+    cached_tokens: int
+
+    @property
+    def tokens_to_compute(self) -> int:
+        """Prompt tokens the prefill must still compute (at least 1)."""
+        return self.num_tokens - self.cached_tokens
+
+
+class PrefixCache:
+    """vLLM's automatic prefix caching over ``pool`` (rules in the module docstring).
+
+    ``root`` is the chained hashes' root (:data:`~kvcourse.blocks.hashing.ROOT_HASH`); give two
+    models different roots so that they never share blocks. The counters, for the hit rate:
+    ``queries`` (prompts looked up by :meth:`allocate`), ``queried_blocks`` (their full blocks
+    that could be reused, i.e. before the last token) and ``hit_blocks`` (those that were).
+    """
+
+    def __init__(self, pool: BlockPool, *, root: bytes = ROOT_HASH) -> None:
+        if not isinstance(pool, BlockPool):
+            raise TypeError(f"PrefixCache needs a BlockPool, got {pool!r}")
+        if not isinstance(root, bytes) or not root:
+            raise TypeError(f"root must be non-empty bytes such as ROOT_HASH, got {root!r}")
+        self._pool = pool
+        self._root = root
+        self.queries = 0
+        self.queried_blocks = 0
+        self.hit_blocks = 0
+
+    @property
+    def pool(self) -> BlockPool:
+        """The block pool the cache names blocks in."""
+        return self._pool
+
+    @property
+    def block_size(self) -> int:
+        """Tokens per block."""
+        return self._pool.block_size
+
+    @property
+    def hit_rate(self) -> float:
+        """``hit_blocks / queried_blocks`` so far (0.0 before any reusable block was asked for)."""
+        return self.hit_blocks / self.queried_blocks if self.queried_blocks else 0.0
+
+    def match(self, tokens: Sequence[int]) -> PrefixMatch:
+        """The leading run of ``tokens``' full blocks that the pool caches, stopping one token
+        short of the end (changes nothing). Raises ``ValueError`` for an empty prompt."""
+        if not isinstance(tokens, Sequence) or isinstance(tokens, (str, bytes)) or not tokens:
+            raise ValueError(f"a prompt is a non-empty sequence of token ids, got {tokens!r}")
+        hashes = tuple(chained_block_hashes(tokens, self.block_size, root=self._root))
+        reusable = (len(tokens) - 1) // self.block_size  # the last token is always computed
+        found = []
+        for h in hashes[:reusable]:
+            block_id = self._pool.cached_block(h)
+            if block_id is None:
+                break
+            found.append(block_id)
+        return PrefixMatch(hashes, tuple(found), len(found) * self.block_size)
+
+    def allocate(self, tokens: Sequence[int]) -> PrefixAllocation:
+        """The blocks for a new prompt ``tokens``: the cached leading run (one reference each)
+        and fresh blocks for the rest, all or nothing. Raises
+        :class:`~kvcourse.blocks.errors.OutOfBlocksError`, changing nothing, when the pool lacks
+        free blocks for the part that is not cached."""
+        found = self.match(tokens)
+        pool = self._pool
+        size = self.block_size
+        total = -(-len(tokens) // size)
+        fresh = total - len(found.block_ids)
+        revived = sum(1 for b in found.block_ids if pool.is_free(b))
+        if fresh > pool.num_free - revived:
+            raise OutOfBlocksError(
+                f"a {len(tokens)}-token prompt needs {fresh} fresh blocks beyond its "
+                f"{len(found.block_ids)} cached ones, but only {pool.num_free - revived} of the "
+                f"pool's {pool.num_blocks} blocks are free; free or preempt a sequence first"
+            )
+        for h in found.hashes[: len(found.block_ids)]:
+            pool.touch(h)
+        block_ids = (*found.block_ids, *pool.allocate_many(fresh))
+        self.queries += 1
+        self.queried_blocks += (len(tokens) - 1) // size
+        self.hit_blocks += len(found.block_ids)
+        return PrefixAllocation(block_ids, len(tokens), len(found.block_ids), found.cached_tokens)
+
+    def register(self, block_ids: Sequence[int], tokens: Sequence[int]) -> int:
+        """Name the full blocks of a sequence whose KV for ``tokens`` is now in ``block_ids``
+        (logical order), so that later prompts can hit them; returns how many blocks hold their
+        hash now. A block whose prefix another block already caches keeps no name (the first
+        computed copy stays the cached one). Raises ``ValueError`` if ``block_ids`` is too short
+        for ``tokens``."""
+        hashes = chained_block_hashes(tokens, self.block_size, root=self._root)
+        if len(block_ids) < -(-len(tokens) // self.block_size):
+            raise ValueError(
+                f"{len(tokens)} tokens need {-(-len(tokens) // self.block_size)} blocks, "
+                f"got {len(block_ids)}"
+            )
+        named = 0
+        for block_id, h in zip(block_ids, hashes, strict=False):
+            named += self._pool.set_block_hash(block_id, h) == block_id
+        return named
+
+    def free(self, block_ids: Sequence[int]) -> None:
+        """Give a finished sequence's blocks back, last block first: each drops one reference and,
+        at zero, joins the free queue still cached (evicted only when a fresh block needs it)."""
+        for block_id in reversed(tuple(block_ids)):
+            self._pool.release(block_id)
