@@ -116,16 +116,28 @@ class PrefixCache:
             found.append(block_id)
         return PrefixMatch(hashes, tuple(found), len(found) * self.block_size)
 
+    def take(self, tokens: Sequence[int]) -> PrefixMatch:
+        """Look ``tokens`` up and take one reference on each block of the cached leading run (a
+        used block is shared, a free cached one revived), counting the lookup; for a KV cache
+        that allocates the rest of the prompt's blocks itself as it writes them
+        (:class:`~kvcourse.kv.prefix_cache.PrefixCachingKVCache`). Give the blocks back with
+        :meth:`free`."""
+        found = self.match(tokens)
+        for h in found.hashes[: len(found.block_ids)]:
+            self._pool.touch(h)
+        self.queries += 1
+        self.queried_blocks += (len(tokens) - 1) // self.block_size
+        self.hit_blocks += len(found.block_ids)
+        return found
+
     def allocate(self, tokens: Sequence[int]) -> PrefixAllocation:
-        """The blocks for a new prompt ``tokens``: the cached leading run (one reference each)
-        and fresh blocks for the rest, all or nothing. Raises
+        """The blocks for a new prompt ``tokens``: the cached leading run (one reference each,
+        as :meth:`take`) and fresh blocks for the rest, all or nothing. Raises
         :class:`~kvcourse.blocks.errors.OutOfBlocksError`, changing nothing, when the pool lacks
         free blocks for the part that is not cached."""
         found = self.match(tokens)
         pool = self._pool
-        size = self.block_size
-        total = -(-len(tokens) // size)
-        fresh = total - len(found.block_ids)
+        fresh = -(-len(tokens) // self.block_size) - len(found.block_ids)
         revived = sum(1 for b in found.block_ids if pool.is_free(b))
         if fresh > pool.num_free - revived:
             raise OutOfBlocksError(
@@ -133,12 +145,8 @@ class PrefixCache:
                 f"{len(found.block_ids)} cached ones, but only {pool.num_free - revived} of the "
                 f"pool's {pool.num_blocks} blocks are free; free or preempt a sequence first"
             )
-        for h in found.hashes[: len(found.block_ids)]:
-            pool.touch(h)
+        self.take(tokens)
         block_ids = (*found.block_ids, *pool.allocate_many(fresh))
-        self.queries += 1
-        self.queried_blocks += (len(tokens) - 1) // size
-        self.hit_blocks += len(found.block_ids)
         return PrefixAllocation(block_ids, len(tokens), len(found.block_ids), found.cached_tokens)
 
     def register(self, block_ids: Sequence[int], tokens: Sequence[int]) -> int:

@@ -16,6 +16,7 @@ another table also holds.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kvcourse._checks import as_index, ceil_div, check_count
@@ -60,6 +61,23 @@ class BlockTable:
         self._pool = pool
         self._blocks: list[int] = []
         self._num_tokens = 0
+
+    @classmethod
+    def adopt(cls, pool: BlockPool, block_ids: Sequence[int]) -> BlockTable:
+        """A table whose tokens fill the full blocks ``block_ids`` exactly (``len × block_size``
+        tokens), taking over one pool reference the caller holds on each: a prompt's cached
+        prefix (§8), which the table then extends with :meth:`append` like any other."""
+        table = cls(pool)
+        ids = [as_index(b, "block id") for b in block_ids]
+        for block_id in ids:
+            if pool.ref_count(block_id) < 1:
+                raise ValueError(
+                    f"block {block_id} is free: a table adopts only blocks its caller holds a "
+                    f"reference on (take them from the prefix cache first)"
+                )
+        table._blocks = ids
+        table._num_tokens = len(ids) * pool.block_size
+        return table
 
     # ------------------------------------------------------------------ sizes
 

@@ -17,7 +17,8 @@ With K and V (the tiny transformer; outputs must not depend on sharing):
 
 * :mod:`kvcourse.generation.kv_schemes`: fork on a sharing paged cache, or a full copy;
 * :mod:`kvcourse.generation.beam_decoding`: real beam search under both schemes;
-* :mod:`kvcourse.generation.sampling_decoding`: parallel sampling under both schemes.
+* :mod:`kvcourse.generation.sampling_decoding`: parallel sampling under both schemes;
+* :mod:`kvcourse.generation.prefix_reuse`: few-shot prompts through a prefix cache, Ex 7 (§8.3).
 """
 
 from __future__ import annotations
@@ -39,6 +40,11 @@ from kvcourse.generation.beam_decoding import (
 )
 from kvcourse.generation.kv_schemes import copy_sequence
 from kvcourse.generation.prefix_counts import SharedPrefixReport, shared_prefix
+from kvcourse.generation.prefix_reuse import (
+    PrefixReuseReport,
+    ex7_saved_share,
+    few_shot_prefix_reuse,
+)
 from kvcourse.generation.sampling_counts import (
     ParallelSamplingReport,
     parallel_sampling,
@@ -54,11 +60,14 @@ __all__ = [
     "ManagerFactory",
     "ParallelSamplingReport",
     "SamplingRun",
+    "PrefixReuseReport",
     "SharedPrefixReport",
     "beam_search",
     "compare_beam_search",
     "copy_sequence",
+    "ex7_saved_share",
     "expected_cow_count",
+    "few_shot_prefix_reuse",
     "full_copy_tokens",
     "parallel_sampling",
     "parallel_sampling_sweep",

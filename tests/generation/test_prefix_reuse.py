@@ -1,0 +1,33 @@
+"""Few-shot prompts through a prefix cache on the tiny transformer (kvcourse.generation.
+prefix_reuse): Ex 7's numbers, exact logits."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from kvcourse.generation import ex7_saved_share, few_shot_prefix_reuse
+
+
+def test_ex7_formula():
+    # 341 = 21 full blocks + 5: the first prompt computes 361 tokens, the other 7 only 25 each.
+    assert math.isclose(ex7_saved_share(341, 8, 20, 16), 1 - (361 + 7 * 25) / (8 * 361))
+    assert round(ex7_saved_share(), 2) == 0.81
+    with pytest.raises(ValueError, match="question_len"):
+        ex7_saved_share(question_len=0)
+
+
+@pytest.mark.parametrize(("prefix_len", "cached"), [(80, 80), (341, 336)])
+def test_the_demo_saves_what_ex7_says_and_changes_no_logit(prefix_len, cached):
+    report = few_shot_prefix_reuse(prefix_len, seed=0)
+    assert report.cached_tokens == (0, *([cached] * 7))
+    assert report.max_logit_diff <= 1e-12
+    assert math.isclose(report.saved_share, report.ex7_estimate)
+    assert all(10 <= q <= 30 for q in report.question_lens)
+    assert report.computed_tokens == report.prompt_tokens - 7 * cached
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="question_lens"):
+        few_shot_prefix_reuse(question_lens=(5, 2))
