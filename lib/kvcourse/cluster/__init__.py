@@ -2,11 +2,20 @@
 hold, replayed over request traces.
 
 * :mod:`kvcourse.cluster.prefix_replay`: a global prefix cache of a given capacity replayed over a
-  trace of block-id lists under LRU or LFU, and its hit rate against capacity (Mooncake Table 1).
+  trace of block-id lists under LRU or LFU, and its hit rate against capacity (Mooncake Table 1);
+* :mod:`kvcourse.cluster.prefill_savings`: the prefill GPU time those hits save, and the storage
+  the cache needs (§8.5).
 """
 
 from __future__ import annotations
 
+from kvcourse.cluster.prefill_savings import (
+    PrefillSavings,
+    kv_block_bytes,
+    node_hbm_bytes,
+    prefill_gpu_seconds,
+    prefill_savings,
+)
 from kvcourse.cluster.prefix_replay import (
     POLICIES,
     ReplayResult,
@@ -16,6 +25,11 @@ from kvcourse.cluster.prefix_replay import (
 
 __all__ = [
     "POLICIES",
+    "PrefillSavings",
+    "kv_block_bytes",
+    "node_hbm_bytes",
+    "prefill_gpu_seconds",
+    "prefill_savings",
     "ReplayResult",
     "hit_rate_curve",
     "replay_prefix_cache",

@@ -1,0 +1,133 @@
+"""What a prefix cache saves a cluster, and what it costs to keep (§8.5): prefill GPU time against
+cache capacity, and the storage those blocks need.
+
+A trace's request prefills its prompt; with a prefix cache it prefills only what follows its
+prefix hit (:mod:`kvcourse.cluster.prefix_replay`), attending to the cached tokens as well. Its
+FLOPs are :func:`~kvcourse.sizing.prefill_flops` (linear layers plus causal attention over the
+whole context) and they run at ``utilization`` of the peak of ``num_gpus`` GPUs together — the
+lecture's setting: LLaMA2-70B on 8 × A800 at 60 %. A hit of ``k`` blocks saves ``k ×
+block_size`` prompt tokens, but never the last one: at least one token is always prefilled (its
+logits choose the first output token), so a prompt whose every block hit still computes one.
+
+The price is storage: one 512-token block of LLaMA2-70B's KV is 168 MB (80 layers, 8 KV heads of
+128, BF16), so 10,000 blocks are 1.68 TB, against 0.64 TB of HBM in a whole 8-GPU node, most of
+it taken by the weights. A cache that hits often cannot live in GPU memory: Mooncake keeps it in
+the cluster's CPU memory and SSDs (§9).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kvcourse._checks import check_positive_int, check_positive_number
+from kvcourse.cluster.prefix_replay import replay_prefix_cache
+from kvcourse.sizing import kv_bytes_per_token, prefill_flops
+from kvcourse.specs import A800_80GB, LLAMA2_70B, GPUSpec, ModelSpec
+from kvcourse.traces import Trace
+
+__all__ = [
+    "PrefillSavings",
+    "kv_block_bytes",
+    "node_hbm_bytes",
+    "prefill_gpu_seconds",
+    "prefill_savings",
+]
+
+
+def kv_block_bytes(model: ModelSpec = LLAMA2_70B, block_size: int = 512) -> int:
+    """Bytes of KV in one block of ``block_size`` tokens of ``model`` (LLaMA2-70B, 512: 168 MB)."""
+    return kv_bytes_per_token(model) * check_positive_int("block_size", block_size)
+
+
+def node_hbm_bytes(gpu: GPUSpec = A800_80GB, num_gpus: int = 8) -> int:
+    """GPU memory of a whole node: ``num_gpus × gpu.memory_bytes`` (8 × A800-80GB: 0.64 TB)."""
+    return gpu.memory_bytes * check_positive_int("num_gpus", num_gpus)
+
+
+def prefill_gpu_seconds(
+    trace: Trace,
+    hits: Sequence[int] | None = None,
+    *,
+    model: ModelSpec = LLAMA2_70B,
+    gpu: GPUSpec = A800_80GB,
+    num_gpus: int = 8,
+    utilization: float = 0.6,
+) -> float:
+    """Seconds of prefill for every request of ``trace`` on ``num_gpus`` GPUs at ``utilization``
+    of their peak, with ``hits[i]`` blocks of request ``i``'s prefix already cached (none when
+    ``hits`` is None). Cached tokens are ``min(hits[i] × block_size, input_len − 1)``."""
+    if not isinstance(trace, Trace):
+        raise TypeError(f"trace must be a kvcourse.traces.Trace, got {trace!r}")
+    if hits is not None and len(hits) != trace.num_requests:
+        raise ValueError(
+            f"hits must give one count per request ({trace.num_requests}), got {len(hits)}"
+        )
+    num_gpus = check_positive_int("num_gpus", num_gpus)
+    check_positive_number("utilization", utilization, " (a fraction such as 0.6)")
+    if utilization > 1:
+        raise ValueError(f"utilization is a fraction of the peak, at most 1; got {utilization}")
+    flops = 0.0
+    size = trace.block_size
+    for i, request in enumerate(trace.requests):
+        if request.input_len == 0:
+            continue
+        cached = 0 if hits is None else min(int(hits[i]) * size, request.input_len - 1)
+        flops += prefill_flops(model, request.input_len - cached, cached)
+    return flops / (num_gpus * gpu.peak_flops * utilization)
+
+
+@dataclass(frozen=True)
+class PrefillSavings:
+    """One point of §8.5's curve: replaying ``trace`` through a ``policy`` cache of ``capacity``
+    blocks (None: infinite) hit ``hit_rate`` of its blocks, and its prefills took
+    ``seconds_with`` instead of ``seconds_without``; ``storage_bytes`` is what the cache holds
+    when full."""
+
+    trace: str
+    policy: str
+    capacity: int | None
+    hit_rate: float
+    seconds_without: float
+    seconds_with: float
+    storage_bytes: float
+
+    @property
+    def speedup(self) -> float:
+        """``seconds_without / seconds_with``: how much less prefill GPU time the cache costs."""
+        return self.seconds_without / self.seconds_with
+
+
+def prefill_savings(
+    trace: Trace,
+    capacities: Sequence[int | None] = (1_000, 10_000, None),
+    *,
+    policy: str = "lru",
+    model: ModelSpec = LLAMA2_70B,
+    gpu: GPUSpec = A800_80GB,
+    num_gpus: int = 8,
+    utilization: float = 0.6,
+) -> list[PrefillSavings]:
+    """Replay ``trace`` through a ``policy`` prefix cache at each capacity (blocks; None is
+    infinite) and convert its hits into prefill GPU time (:func:`prefill_gpu_seconds`), beside
+    the storage the cache needs (the distinct blocks it can hold, at :func:`kv_block_bytes`)."""
+    kwargs = dict(model=model, gpu=gpu, num_gpus=num_gpus, utilization=utilization)
+    without = prefill_gpu_seconds(trace, **kwargs)
+    block = kv_block_bytes(model, trace.block_size)
+    points = []
+    for capacity in capacities:
+        result = replay_prefix_cache(trace.block_id_lists(), capacity, policy)
+        held = trace.num_distinct_blocks if result.capacity is None else result.capacity
+        points.append(
+            PrefillSavings(
+                trace=trace.name,
+                policy=result.policy,
+                capacity=result.capacity,
+                hit_rate=result.hit_rate,
+                seconds_without=without,
+                seconds_with=prefill_gpu_seconds(trace, result.hits, **kwargs),
+                storage_bytes=float(held * block) if math.isfinite(held) else math.inf,
+            )
+        )
+    return points
