@@ -106,6 +106,7 @@ from kvcourse.viz.preemption_frames import (
     frame_note,
     preemption_frames,
 )
+from kvcourse.viz.prefix_cache import chained_hash_figure, hit_rate_plot
 from kvcourse.viz.sharing import (
     SharingArtists,
     draw_sharing_frame,
@@ -140,6 +141,8 @@ from kvcourse.viz.widgets import (
 )
 
 __all__ = [
+    "chained_hash_figure",
+    "hit_rate_plot",
     # §2
     "PageTableArtists",
     "draw_page_tables",
