@@ -132,6 +132,17 @@ SPECIFIC = {
         "327,680 B), got 29.577 ms",
         hostile_flags=("defines __eq__", "sys.displayhook", "set_custom_exc"),
     ),
+    "a5_prefix_cache": Specific(
+        points=(10, 10),
+        # The reference hashing and caches (blocks, cluster), only to switch them off while
+        # student code runs; the Mooncake traces of Part 5; the visible cells' helpers.
+        library=("blocks", "cluster", "traces", "grading"),
+        hidden_literals=("[3259, 7059, 22417, 25332]", "(51614, 60209)", "((10, 4, 1), 6)"),
+        # the failing check's message: the second block hashed without its parent
+        partial_message="'a1458139c046b30bfceddc27cec9d278954774e53eaf9210606f457c12c2664e']. "
+        "Hint: two full blocks",
+        hostile_flags=("defines __eq__", "sys.displayhook", "set_custom_exc"),
+    ),
 }
 
 
