@@ -489,3 +489,17 @@ def test_free_block_ids_say_which_blocks_are_free_in_ascending_order():
         pool.release(block)
     assert pool.free_queue() == (3, 2, 1)  # eviction order: least recently freed first
     assert pool.free_block_ids() == (1, 2, 3)  # the set of free blocks, sorted
+
+
+def test_allocate_block_takes_a_chosen_free_block_and_evicts_its_hash():
+    pool = BlockPool(4, 2)
+    a, b = pool.allocate(), pool.allocate()
+    pool.set_block_hash(a, "h")
+    pool.release(a)
+    pool.release(b)
+    assert pool.allocate_block(a) == a and pool.ref_count(a) == 1
+    assert pool.cached_block("h") is None and pool.num_evictions == 1
+    assert [e.block_hash for e in pool.last_evictions] == ["h"]
+    assert a not in pool.free_queue() and pool.num_free == 3
+    with pytest.raises(ValueError, match="in use"):
+        pool.allocate_block(a)

@@ -61,6 +61,21 @@ def test_freed_blocks_stay_cached_until_evicted_least_recently_used_first():
     cache.free(stranger.block_ids)
 
 
+@pytest.mark.parametrize(("policy", "a_hits", "b_hits"), [("lru", 1, 3), ("lfu", 3, 2)])
+def test_lfu_keeps_the_blocks_more_requests_used(policy, a_hits, b_hits):
+    pool = BlockPool(8, 4)
+    cache = PrefixCache(pool, policy=policy)
+    a, b = SYSTEM + [1], [200 + i for i in range(12)] + [2]  # 3 full blocks + 1 each
+    for prompt in (a, a, b):  # A is used twice (its second run hits), B once, last
+        got = cache.allocate(prompt)
+        cache.register(got.block_ids, prompt)
+        cache.free(got.block_ids)
+    # A 9-token stranger takes 3 fresh blocks. Both policies first take the 2 free blocks that
+    # hold nothing; then LRU evicts the least recently freed (A's), LFU the least used (B's).
+    cache.free(cache.allocate([300 + i for i in range(9)]).block_ids)
+    assert (len(cache.match(a).block_ids), len(cache.match(b).block_ids)) == (a_hits, b_hits)
+
+
 def test_allocation_is_all_or_nothing():
     pool = BlockPool(4, 4)
     cache = PrefixCache(pool)
@@ -79,6 +94,8 @@ def test_bad_arguments_are_refused():
             cache.match(bad)
     with pytest.raises(TypeError, match="BlockPool"):
         PrefixCache("pool")
+    with pytest.raises(ValueError, match="policy"):
+        PrefixCache(BlockPool(4, 4), policy="fifo")
     with pytest.raises(ValueError, match="need 2 blocks"):
         cache.register([0], [1, 2, 3, 4, 5])
 
@@ -89,11 +106,14 @@ PROMPTS = st.lists(st.integers(0, 2), min_size=1, max_size=14)  # a tiny alphabe
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.tuples(st.booleans(), PROMPTS, st.integers(0, 9)), min_size=1, max_size=40))
-def test_invariants_hold_under_random_programs(program):
+@given(
+    st.lists(st.tuples(st.booleans(), PROMPTS, st.integers(0, 9)), min_size=1, max_size=40),
+    st.sampled_from(["lru", "lfu"]),
+)
+def test_invariants_hold_under_random_programs(program, policy):
     size = 2
     pool = BlockPool(12, size)
-    cache = PrefixCache(pool)
+    cache = PrefixCache(pool, policy=policy)
     holds: list[tuple[tuple[int, ...], list[int]]] = []  # live requests: blocks, tokens
     truth: dict[int, tuple[int, ...]] = {}  # block -> the whole prefix it was computed for
     for start, prompt, pick in program:
@@ -126,6 +146,11 @@ def test_invariants_hold_under_random_programs(program):
             assert pool.ref_count(block) == counts.get(block, 0)
             assert pool.is_free(block) == (block not in counts)
         assert pool.num_free + pool.num_used == pool.num_blocks
+        # A block someone holds is never evicted: each keeps the name it was registered with.
+        for blocks, _ in holds:
+            for block in blocks:
+                if block in truth and pool.block_hash(block) is None:
+                    raise AssertionError(f"held block {block} lost its hash")
         assert sorted(pool.free_queue()) == list(pool.free_block_ids())
         # Every cached block still holds the prefix it was named for.
         for block, prefix in truth.items():

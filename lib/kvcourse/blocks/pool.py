@@ -229,6 +229,19 @@ class BlockPool:
         self._last_evictions = tuple(e for _, e in taken if e is not None)
         return [block_id for block_id, _ in taken]
 
+    def allocate_block(self, block_id: int) -> int:
+        """Take the free block ``block_id`` wherever it is in the free queue (a cache that picks
+        its own victim, LFU for instance, instead of the queue's LRU head); as :meth:`allocate`
+        otherwise: one reference, and its hash evicted if it held one. ``ValueError`` for a used
+        block."""
+        block_id = self._check_id(block_id)
+        if self._ref_count[block_id] != 0:
+            raise ValueError(f"block {block_id} is in use; allocate_block takes a free block")
+        self._free.remove(block_id)
+        eviction = self._fill(block_id)
+        self._last_evictions = () if eviction is None else (eviction,)
+        return block_id
+
     def share(self, block_id: int) -> int:
         """Add one reference to a used block (one more block table points at it) and return the
         new count. §5 uses it when a fork lets a child sequence read its parent's blocks.
@@ -311,15 +324,19 @@ class BlockPool:
     def _take(self) -> tuple[int, Eviction | None]:
         """Pop the head of a non-empty free queue, evicting its hash; reference count 1."""
         block_id = self._free.popleft()
+        return block_id, self._fill(block_id)
+
+    def _fill(self, block_id: int) -> Eviction | None:
+        """A block just taken out of the free queue: one reference, its hash (if any) evicted."""
         self._ref_count[block_id] = 1
         old_hash = self._hash[block_id]
         if old_hash is None:
-            return block_id, None
+            return None
         self._hash[block_id] = None
         del self._cached[old_hash]
         self._num_cached_free -= 1
         self._num_evictions += 1
-        return block_id, Eviction(block_id, old_hash)
+        return Eviction(block_id, old_hash)
 
     def _out_of_blocks_message(self, needed: int) -> str:
         return (

@@ -13,8 +13,11 @@ and their names, in the pool's free queue, the least recently used at its head. 
    exact multiple of the block size therefore recomputes its whole last block;
 2. **takes its blocks** (:meth:`PrefixCache.allocate`): one reference on each hit (a used block is
    shared, a free cached one is revived out of the free queue) and fresh blocks for the rest, all
-   or nothing. A fresh block may evict a free cached block (the head of the free queue, LRU);
-   a block someone holds is never evicted, since only free blocks are in the queue;
+   or nothing. A fresh block may evict a free cached block: under ``policy="lru"`` the head
+   of the pool's free queue (the least recently freed), under ``"lfu"`` the free cached block
+   used by the fewest requests since it was computed (ties: the least recently used), a free
+   block holding nothing always first. A block someone holds is never evicted: only free
+   blocks are candidates;
 3. **names what it computed** (:meth:`PrefixCache.register`) once its KV is written: every full
    block gets its hash, so the next request can hit it;
 4. **gives its blocks back** (:meth:`PrefixCache.free`), last block first: a sequence's tail is the
@@ -35,7 +38,10 @@ from kvcourse.blocks.errors import OutOfBlocksError
 from kvcourse.blocks.hashing import ROOT_HASH, chained_block_hashes
 from kvcourse.blocks.pool import BlockPool
 
-__all__ = ["PrefixAllocation", "PrefixCache", "PrefixMatch"]
+__all__ = ["EVICTION_POLICIES", "PrefixAllocation", "PrefixCache", "PrefixMatch"]
+
+#: How :meth:`PrefixCache.allocate` chooses the free cached block to evict.
+EVICTION_POLICIES: tuple[str, ...] = ("lru", "lfu")
 
 
 @dataclass(frozen=True)
@@ -69,15 +75,23 @@ class PrefixAllocation:
 class PrefixCache:
     """vLLM's automatic prefix caching over ``pool`` (rules in the module docstring).
 
+    ``policy`` chooses the block :meth:`allocate` evicts (:data:`EVICTION_POLICIES`): ``"lru"``
+    takes the pool's free-queue order, O(1); ``"lfu"`` scans the free blocks, O(free blocks).
     ``root`` is the chained hashes' root (:data:`~kvcourse.blocks.hashing.ROOT_HASH`); give two
     models different roots so that they never share blocks. The counters, for the hit rate:
     ``queries`` (prompts looked up by :meth:`allocate`), ``queried_blocks`` (their full blocks
     that could be reused, i.e. before the last token) and ``hit_blocks`` (those that were).
     """
 
-    def __init__(self, pool: BlockPool, *, root: bytes = ROOT_HASH) -> None:
+    def __init__(self, pool: BlockPool, *, policy: str = "lru", root: bytes = ROOT_HASH) -> None:
         if not isinstance(pool, BlockPool):
             raise TypeError(f"PrefixCache needs a BlockPool, got {pool!r}")
+        if policy not in EVICTION_POLICIES:
+            raise ValueError(f"policy must be one of {EVICTION_POLICIES}, got {policy!r}")
+        self.policy = policy
+        self._uses: dict[int, int] = {}  # block -> requests that used it since it was filled
+        self._last_use: dict[int, int] = {}  # block -> the query that used it last
+
         if not isinstance(root, bytes) or not root:
             raise TypeError(f"root must be non-empty bytes such as ROOT_HASH, got {root!r}")
         self._pool = pool
@@ -124,7 +138,9 @@ class PrefixCache:
         :meth:`free`."""
         found = self.match(tokens)
         for h in found.hashes[: len(found.block_ids)]:
-            self._pool.touch(h)
+            block_id = self._pool.touch(h)
+            self._uses[block_id] = self._uses.get(block_id, 0) + 1
+            self._last_use[block_id] = self.queries
         self.queries += 1
         self.queried_blocks += (len(tokens) - 1) // self.block_size
         self.hit_blocks += len(found.block_ids)
@@ -146,8 +162,25 @@ class PrefixCache:
                 f"pool's {pool.num_blocks} blocks are free; free or preempt a sequence first"
             )
         self.take(tokens)
-        block_ids = (*found.block_ids, *pool.allocate_many(fresh))
+        if self.policy == "lru":
+            new = pool.allocate_many(fresh)
+        else:
+            new = [
+                pool.allocate_block(min(pool.free_queue(), key=self._lfu_rank))
+                for _ in range(fresh)
+            ]
+        for block_id in new:
+            self._uses[block_id] = 1
+            self._last_use[block_id] = self.queries
+        block_ids = (*found.block_ids, *new)
         return PrefixAllocation(block_ids, len(tokens), len(found.block_ids), found.cached_tokens)
+
+    def _lfu_rank(self, block_id: int) -> tuple[int, int, int]:
+        """LFU's order of free blocks to evict: blocks holding nothing first, then the fewest
+        uses, then the least recent use."""
+        if self._pool.block_hash(block_id) is None:
+            return (0, 0, 0)
+        return (1, self._uses.get(block_id, 0), self._last_use.get(block_id, 0))
 
     def register(self, block_ids: Sequence[int], tokens: Sequence[int]) -> int:
         """Name the full blocks of a sequence whose KV for ``tokens`` is now in ``block_ids``

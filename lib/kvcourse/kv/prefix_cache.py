@@ -7,7 +7,9 @@ add_prompt` starts a sequence whose block table already points at the leading ru
 blocks (their K and V are in place in every layer, nothing is copied) and says how many prompt
 tokens that covers; the model then runs only the rest of the prompt. Once the prefill has run,
 :meth:`~PrefixCachingKVCache.register_prompt` names the prompt's full blocks, so the next request
-can hit them; freeing a sequence leaves its blocks cached until the pool needs them.
+can hit them; freeing a sequence leaves its blocks cached until the pool needs them. The blocks
+for the rest of a prompt are taken as the model writes it, in the pool's free-queue order, so the
+cache evicts LRU here (:meth:`~kvcourse.blocks.prefix_cache.PrefixCache.allocate` offers LFU).
 
 The tiny transformer runs on it unchanged: it asks the cache how long a sequence is and starts
 the new tokens' positions there, so the logits of a prompt served from the cache equal those of
