@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["COUNTERS", "Progress", "Served", "Step", "letters", "name_of", "progress", "serve"]
 
@@ -79,6 +80,19 @@ class Served:
         return [s.iteration for s in self.steps if name in getattr(s, what)]
 
 
+def _step(run: Any, number: int, hint: str) -> Any:
+    """``run.step()``, with any error but an AssertionError re-raised as one that names
+    iteration ``number`` and gives ``hint``."""
+    try:
+        return run.step()
+    except AssertionError:
+        raise
+    except Exception as error:
+        raise AssertionError(
+            f"iteration {number} raised {type(error).__name__}: {error}. Hint: {hint}"
+        ) from None
+
+
 def serve(
     scheduler: type,
     requests: Sequence[object],
@@ -100,15 +114,7 @@ def serve(
                 raise AssertionError(
                     f"the run did not finish in {max_iterations} iterations. Hint: {hint}"
                 )
-            try:
-                it = run.step()
-            except AssertionError:
-                raise
-            except Exception as error:
-                raise AssertionError(
-                    f"iteration {len(steps) + 1} raised {type(error).__name__}: {error}. "
-                    f"Hint: {hint}"
-                ) from None
+            it = _step(run, len(steps) + 1, hint)
             if it is None:
                 break
             steps.append(
@@ -166,15 +172,7 @@ def progress(
     with scheduler(requests, policy, num_slots=num_slots, cost=cost) as run:
         while True:
             oldest = min(run.running, key=lambda live: live.order) if run.running else None
-            try:
-                it = run.step()
-            except AssertionError:
-                raise
-            except Exception as error:
-                raise AssertionError(
-                    f"iteration {run.iterations + 1} raised {type(error).__name__}: {error}. "
-                    f"Hint: {hint}"
-                ) from None
+            it = _step(run, run.iterations + 1, hint)
             if it is None:
                 break
             finished += len(it.finished)
