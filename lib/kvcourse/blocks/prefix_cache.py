@@ -137,14 +137,18 @@ class PrefixCache:
         (:class:`~kvcourse.kv.prefix_cache.PrefixCachingKVCache`). Give the blocks back with
         :meth:`free`."""
         found = self.match(tokens)
+        self._take(found, len(tokens))
+        return found
+
+    def _take(self, found: PrefixMatch, num_tokens: int) -> None:
+        """One reference on each block of ``found``'s cached run, and the lookup counted."""
         for h in found.hashes[: len(found.block_ids)]:
             block_id = self._pool.touch(h)
             self._uses[block_id] = self._uses.get(block_id, 0) + 1
             self._last_use[block_id] = self.queries
         self.queries += 1
-        self.queried_blocks += (len(tokens) - 1) // self.block_size
+        self.queried_blocks += (num_tokens - 1) // self.block_size
         self.hit_blocks += len(found.block_ids)
-        return found
 
     def allocate(self, tokens: Sequence[int]) -> PrefixAllocation:
         """The blocks for a new prompt ``tokens``: the cached leading run (one reference each,
@@ -161,7 +165,7 @@ class PrefixCache:
                 f"{len(found.block_ids)} cached ones, but only {pool.num_free - revived} of the "
                 f"pool's {pool.num_blocks} blocks are free; free or preempt a sequence first"
             )
-        self.take(tokens)
+        self._take(found, len(tokens))
         if self.policy == "lru":
             new = pool.allocate_many(fresh)
         else:

@@ -19,7 +19,6 @@ the same prompt computed from scratch.
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from typing import Protocol
 
 import torch
 
@@ -27,19 +26,9 @@ from kvcourse.blocks.pool import BlockPool
 from kvcourse.blocks.prefix_cache import PrefixCache
 from kvcourse.blocks.table import BlockTable
 from kvcourse.kv.cache import PagedKVCache
+from kvcourse.kv.protocols import ShapedModel
 
 __all__ = ["PrefixCachingKVCache"]
-
-
-class _KVShape(Protocol):
-    num_layers: int
-    num_kv_heads: int
-    head_dim: int
-
-
-class _ShapedModel(Protocol):
-    @property
-    def config(self) -> _KVShape: ...
 
 
 class PrefixCachingKVCache(PagedKVCache):
@@ -70,7 +59,7 @@ class PrefixCachingKVCache(PagedKVCache):
 
     @classmethod
     def for_model(
-        cls, model: _ShapedModel, pool: BlockPool, *, dtype: torch.dtype = torch.float64
+        cls, model: ShapedModel, pool: BlockPool, *, dtype: torch.dtype = torch.float64
     ) -> PrefixCachingKVCache:
         """A cache shaped for ``model`` (its layers, KV heads and head size) over ``pool``."""
         c = model.config

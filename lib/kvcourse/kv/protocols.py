@@ -27,7 +27,7 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
-__all__ = ["BlockTableLike", "KVCache", "ManagedKVCache"]
+__all__ = ["BlockTableLike", "KVCache", "KVShape", "ManagedKVCache", "ShapedModel"]
 
 
 @runtime_checkable
@@ -86,3 +86,19 @@ class BlockTableLike(Protocol):
     def free(self) -> object:
         """Give every block back to the pool and empty the table."""
         ...
+
+
+class KVShape(Protocol):
+    """The KV shape of a model's configuration: layers, KV heads and head size."""
+
+    num_layers: int
+    num_kv_heads: int
+    head_dim: int
+
+
+class ShapedModel(Protocol):
+    """What a cache's ``for_model`` reads of a model (the tiny transformer, one layer up): the KV
+    shape in its ``config``."""
+
+    @property
+    def config(self) -> KVShape: ...

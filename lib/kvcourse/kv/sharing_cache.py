@@ -11,7 +11,6 @@ every layer before the new tokens are written, so the tiny transformer runs on i
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
-from typing import Protocol
 
 import torch
 
@@ -20,22 +19,9 @@ from kvcourse.blocks.pool import BlockPool
 from kvcourse.blocks.sharing import ForkAppendFree, SharedBlockManager, check_manager
 from kvcourse.blocks.table import BlockTable
 from kvcourse.kv.cache import PagedKVCache
+from kvcourse.kv.protocols import ShapedModel
 
 __all__ = ["SharedTableView", "SharingPagedKVCache"]
-
-
-class _KVShape(Protocol):
-    num_layers: int
-    num_kv_heads: int
-    head_dim: int
-
-
-class _ShapedModel(Protocol):
-    """What :meth:`SharingPagedKVCache.for_model` reads of a model (the tiny transformer, one
-    layer up): the KV shape in its ``config``."""
-
-    @property
-    def config(self) -> _KVShape: ...
 
 
 class SharedTableView:
@@ -119,7 +105,7 @@ class SharingPagedKVCache(PagedKVCache):
 
     @classmethod
     def for_model(
-        cls, model: _ShapedModel, pool: BlockPool, *, manager: ForkAppendFree | None = None
+        cls, model: ShapedModel, pool: BlockPool, *, manager: ForkAppendFree | None = None
     ) -> SharingPagedKVCache:
         """An empty sharing cache shaped for ``model`` (a tiny transformer, or anything whose
         ``config`` gives ``num_layers``, ``num_kv_heads`` and ``head_dim``), over ``pool``."""
