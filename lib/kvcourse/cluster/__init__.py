@@ -9,6 +9,26 @@ hold, replayed over request traces.
 
 from __future__ import annotations
 
+from kvcourse.cluster.conductor import (
+    ClusterView,
+    ConductorConfig,
+    Decision,
+    Policy,
+    PrefillCosts,
+    RandomPolicy,
+    cache_aware,
+    cache_aware_replicating,
+    check_decision,
+    check_policy,
+    estimate_ttft,
+    load_balanced,
+)
+from kvcourse.cluster.conductor_sim import (
+    POLICY_NAMES,
+    ConductorRun,
+    compare_conductor_policies,
+    simulate_conductor,
+)
 from kvcourse.cluster.prefill_savings import (
     PrefillSavings,
     kv_block_bytes,
@@ -24,6 +44,22 @@ from kvcourse.cluster.prefix_replay import (
 )
 
 __all__ = [
+    "ClusterView",
+    "ConductorConfig",
+    "ConductorRun",
+    "Decision",
+    "POLICY_NAMES",
+    "Policy",
+    "PrefillCosts",
+    "RandomPolicy",
+    "cache_aware",
+    "cache_aware_replicating",
+    "check_decision",
+    "check_policy",
+    "compare_conductor_policies",
+    "estimate_ttft",
+    "load_balanced",
+    "simulate_conductor",
     "POLICIES",
     "PrefillSavings",
     "kv_block_bytes",

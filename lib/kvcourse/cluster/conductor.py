@@ -1,0 +1,292 @@
+"""Mooncake's Conductor (§9.4): where one request's prefill runs, whether its prefix is copied
+there first, or whether it is turned away.
+
+The Conductor sees, for every prefill instance, how long its queue is (:attr:`ClusterView.queue_s`,
+the predicted prefill time of the requests ahead) and how many leading blocks of this request's
+prompt its local cache holds (:attr:`ClusterView.prefix_blocks`). It estimates the time to first
+token on each instance:
+
+``TTFT = transfer + queue + prefill(uncached tokens, cached tokens)``
+
+where *transfer* is zero unless the instance first copies a longer prefix from the instance that
+holds the longest one (Mooncake's Algorithm 1 considers it when that prefix is at least
+``replication_threshold`` times longer than the instance's own: *hot-spot replication*; the copy
+stays in the instance's cache). It picks the smallest estimate and rejects the request (HTTP 429)
+when even that misses the TTFT SLO.
+
+The four policies the book compares are functions ``(view, config) → Decision`` (random draws with
+its own seeded generator):
+
+* :class:`RandomPolicy`: any instance, uniformly;
+* :func:`load_balanced`: the shortest queue;
+* :func:`cache_aware`: the smallest TTFT with each instance's own prefix;
+* :func:`cache_aware_replicating`: the smallest TTFT when an instance may also pull the longest
+  prefix.
+
+A cached prefix never covers the prompt's last token: that token is always prefilled, because its
+logits choose the first output token (as in §8).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kvcourse._checks import check_count, check_positive_int, check_positive_number, is_real
+from kvcourse.sizing import kv_bytes_per_token, prefill_flops
+from kvcourse.specs import A800_80GB, LLAMA2_70B, GPUSpec, ModelSpec
+
+__all__ = [
+    "ClusterView",
+    "ConductorConfig",
+    "Decision",
+    "Policy",
+    "PrefillCosts",
+    "RandomPolicy",
+    "cache_aware",
+    "cache_aware_replicating",
+    "check_decision",
+    "check_policy",
+    "estimate_ttft",
+    "load_balanced",
+]
+
+
+@dataclass(frozen=True)
+class PrefillCosts:
+    """The Conductor's time model: how long a prefill node takes to prefill, and to pull KV blocks
+    from another node.
+
+    A prefill of ``new`` tokens after ``cached`` ones costs
+    :func:`~kvcourse.sizing.prefill_flops` at ``utilization`` of ``num_gpus`` GPUs' peak; a block
+    of ``block_size`` tokens of ``model``'s KV moves over RDMA at ``rdma_bandwidth`` bytes/s.
+    Defaults: LLaMA2-70B on 8 × A800 at 60 % (Ex 8), 100 GB/s RDMA, Mooncake's 512-token blocks.
+    """
+
+    model: ModelSpec = LLAMA2_70B
+    gpu: GPUSpec = A800_80GB
+    num_gpus: int = 8
+    utilization: float = 0.6
+    rdma_bandwidth: float = 100e9
+    block_size: int = 512
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.model, ModelSpec):
+            raise TypeError(f"model must be a kvcourse.specs.ModelSpec, got {self.model!r}")
+        if not isinstance(self.gpu, GPUSpec):
+            raise TypeError(f"gpu must be a kvcourse.specs.GPUSpec, got {self.gpu!r}")
+        check_positive_int("num_gpus", self.num_gpus)
+        check_positive_number("utilization", self.utilization, " (a fraction such as 0.6)")
+        if self.utilization > 1:
+            raise ValueError(f"utilization must be at most 1 (a fraction); got {self.utilization}")
+        check_positive_number("rdma_bandwidth", self.rdma_bandwidth, " bytes/s (e.g. 100e9)")
+        check_positive_int("block_size", self.block_size, "e.g. 512 (Mooncake's block size)")
+
+    @property
+    def flops_per_second(self) -> float:
+        """The node's sustained FLOP/s: ``num_gpus × peak × utilization``."""
+        return self.num_gpus * self.gpu.peak_flops * self.utilization
+
+    def cached_tokens(self, input_len: int, cached_blocks: int) -> int:
+        """Tokens of an ``input_len``-token prompt that ``cached_blocks`` leading blocks cover,
+        never the last one: ``min(cached_blocks × block_size, input_len − 1)``."""
+        input_len = check_positive_int("input_len", input_len)
+        return min(check_count("cached_blocks", cached_blocks) * self.block_size, input_len - 1)
+
+    def prefill_s(self, input_len: int, cached_blocks: int = 0) -> float:
+        """Seconds to prefill an ``input_len``-token prompt whose first ``cached_blocks`` blocks
+        are cached (LLaMA2-70B, 8,700 tokens, none cached: ≈ 0.86 s)."""
+        cached = self.cached_tokens(input_len, cached_blocks)
+        return prefill_flops(self.model, input_len - cached, cached) / self.flops_per_second
+
+    def transfer_s(self, num_blocks: int) -> float:
+        """Seconds to pull ``num_blocks`` KV blocks from another node over RDMA (one 512-token
+        LLaMA2-70B block, 168 MB: ≈ 1.7 ms)."""
+        num_blocks = check_count("num_blocks", num_blocks)
+        return num_blocks * self.block_size * kv_bytes_per_token(self.model) / self.rdma_bandwidth
+
+
+@dataclass(frozen=True)
+class ConductorConfig:
+    """What the Conductor decides with: the time model, the TTFT SLO in seconds (None: never
+    reject) and the replication threshold (pull a prefix at least this many times longer than
+    the instance's own)."""
+
+    costs: PrefillCosts = PrefillCosts()
+    ttft_slo_s: float | None = 5.0
+    replication_threshold: float = 2.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.costs, PrefillCosts):
+            raise TypeError(f"costs must be a PrefillCosts, got {self.costs!r}")
+        if self.ttft_slo_s is not None:
+            check_positive_number("ttft_slo_s", self.ttft_slo_s, " seconds (or None)")
+        check_positive_number("replication_threshold", self.replication_threshold)
+        if self.replication_threshold < 1:
+            raise ValueError(
+                "replication_threshold compares a longer prefix with a shorter one, so it must be "
+                f"at least 1; got {self.replication_threshold}"
+            )
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    """What the Conductor sees when one request arrives: the prompt's length, and for every prefill
+    instance the seconds of work queued ahead of it and the leading blocks of this prompt it
+    caches."""
+
+    input_len: int
+    queue_s: tuple[float, ...]
+    prefix_blocks: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        check_positive_int("input_len", self.input_len)
+        if not isinstance(self.queue_s, tuple) or not isinstance(self.prefix_blocks, tuple):
+            raise TypeError("queue_s and prefix_blocks must be tuples, one entry per instance")
+        if not self.queue_s or len(self.queue_s) != len(self.prefix_blocks):
+            raise ValueError(
+                f"queue_s ({len(self.queue_s)}) and prefix_blocks ({len(self.prefix_blocks)}) "
+                "must give one entry per prefill instance, at least one"
+            )
+        for i, q in enumerate(self.queue_s):
+            if not is_real(q) or not math.isfinite(q) or q < 0:
+                raise ValueError(f"queue_s[{i}] must be finite seconds ≥ 0, got {q!r}")
+        for i, b in enumerate(self.prefix_blocks):
+            check_count(f"prefix_blocks[{i}]", b)
+
+    @property
+    def num_instances(self) -> int:
+        """How many prefill instances the cluster has."""
+        return len(self.queue_s)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The Conductor's answer for one request: the prefill ``instance`` (None: rejected), the
+    prefix blocks its prefill reuses, the instance it pulls them from first (None: its own cache)
+    and the estimated TTFT in seconds (of the best instance, also when rejected)."""
+
+    instance: int | None
+    cached_blocks: int
+    pull_from: int | None
+    ttft_s: float
+
+    @property
+    def rejected(self) -> bool:
+        """Whether the request was turned away (no instance meets the TTFT SLO)."""
+        return self.instance is None
+
+
+#: A Conductor policy: the decision for one request from what the Conductor sees.
+Policy = Callable[[ClusterView, ConductorConfig], Decision]
+
+
+def estimate_ttft(
+    view: ClusterView, config: ConductorConfig, instance: int, pull_from: int | None = None
+) -> float:
+    """The estimated TTFT of the request on ``instance``: queue + prefill of what its own cache
+    misses, or, pulling the prefix of ``pull_from`` first, transfer + queue + prefill of what that
+    longer prefix misses."""
+    own = view.prefix_blocks[instance]
+    costs = config.costs
+    if pull_from is None or view.prefix_blocks[pull_from] <= own:
+        return view.queue_s[instance] + costs.prefill_s(view.input_len, own)
+    longest = view.prefix_blocks[pull_from]
+    return (
+        costs.transfer_s(longest - own)
+        + view.queue_s[instance]
+        + costs.prefill_s(view.input_len, longest)
+    )
+
+
+def _decide(
+    view: ClusterView, config: ConductorConfig, instance: int, pull_from: int | None
+) -> Decision:
+    ttft = estimate_ttft(view, config, instance, pull_from)
+    pulled = pull_from is not None and view.prefix_blocks[pull_from] > view.prefix_blocks[instance]
+    blocks = view.prefix_blocks[pull_from if pulled else instance]
+    if config.ttft_slo_s is not None and ttft > config.ttft_slo_s:
+        return Decision(None, 0, None, ttft)
+    return Decision(instance, blocks, pull_from if pulled else None, ttft)
+
+
+class RandomPolicy:
+    """Mooncake's baseline: each request to a uniformly random prefill instance (seeded); it is
+    rejected when that instance misses the SLO."""
+
+    def __init__(self, seed: int = 0) -> None:
+        self._rng = random.Random(seed)
+
+    def __call__(self, view: ClusterView, config: ConductorConfig) -> Decision:
+        """The decision for one request: a random instance with its own cached prefix."""
+        return _decide(view, config, self._rng.randrange(view.num_instances), None)
+
+
+def load_balanced(view: ClusterView, config: ConductorConfig) -> Decision:
+    """The instance with the shortest queue (the lowest number on a tie), with whatever prefix
+    its own cache holds; rejected when it misses the SLO."""
+    best = min(range(view.num_instances), key=lambda i: (view.queue_s[i], i))
+    return _decide(view, config, best, None)
+
+
+def cache_aware(view: ClusterView, config: ConductorConfig) -> Decision:
+    """The instance with the smallest estimated TTFT, each with its own cached prefix (the lowest
+    number on a tie); rejected when even that misses the SLO."""
+    ttfts = [estimate_ttft(view, config, i) for i in range(view.num_instances)]
+    best = min(range(view.num_instances), key=lambda i: (ttfts[i], i))
+    return _decide(view, config, best, None)
+
+
+def cache_aware_replicating(view: ClusterView, config: ConductorConfig) -> Decision:
+    """Mooncake's Algorithm 1: like :func:`cache_aware`, but an instance whose own prefix is
+    shorter than the longest one by at least ``replication_threshold`` times may also pull that
+    longest prefix first (from the lowest-numbered instance holding it); the smallest estimate
+    over every instance, with and without the pull, wins (on a tie: the lower instance, then no
+    pull)."""
+    longest = max(view.prefix_blocks)
+    holder = view.prefix_blocks.index(longest)
+    options: list[tuple[float, int, int, int | None]] = []
+    for i, own in enumerate(view.prefix_blocks):
+        options.append((estimate_ttft(view, config, i), i, 0, None))
+        if longest > own and longest >= config.replication_threshold * own:
+            options.append((estimate_ttft(view, config, i, holder), i, 1, holder))
+    _, best, _, source = min(options)
+    return _decide(view, config, best, source)
+
+
+def check_policy(policy: object) -> Policy:
+    """``policy`` if it is callable as ``policy(view, config)``; TypeError naming what to pass
+    otherwise."""
+    if not callable(policy):
+        raise TypeError(
+            f"policy must be a function (view, config) -> Decision such as "
+            f"kvcourse.cluster.cache_aware, got {policy!r}"
+        )
+    return policy  # type: ignore[return-value]
+
+
+def check_decision(decision: object, view: ClusterView) -> Decision:
+    """``decision`` if it is a :class:`Decision` the cluster can carry out for ``view``: a valid
+    instance (or None), a prefix no longer than the instance's own or the source's, a source
+    that holds it. ValueError saying what is wrong otherwise."""
+    if not isinstance(decision, Decision):
+        raise TypeError(f"a policy must return a kvcourse.cluster.Decision, got {decision!r:.80}")
+    n = view.num_instances
+    if decision.instance is None:
+        return decision
+    if not isinstance(decision.instance, int) or not 0 <= decision.instance < n:
+        raise ValueError(f"Decision.instance must be None or 0..{n - 1}, got {decision.instance!r}")
+    source = decision.instance if decision.pull_from is None else decision.pull_from
+    if not isinstance(source, int) or not 0 <= source < n:
+        raise ValueError(f"Decision.pull_from must be None or 0..{n - 1}, got {source!r}")
+    held = view.prefix_blocks[source]
+    blocks = decision.cached_blocks
+    if not isinstance(blocks, int) or isinstance(blocks, bool) or not 0 <= blocks <= held:
+        where = "its own cache" if decision.pull_from is None else f"instance {source}"
+        raise ValueError(
+            f"Decision.cached_blocks must be between 0 and the {held} blocks {where} holds, "
+            f"got {blocks!r}"
+        )
+    return decision
