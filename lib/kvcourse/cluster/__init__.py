@@ -9,6 +9,12 @@ hold, replayed over request traces.
 
 from __future__ import annotations
 
+from kvcourse.cluster.chunked_pipeline import (
+    PipelineSchedule,
+    PipelineSlot,
+    chunk_lengths,
+    chunked_pipeline,
+)
 from kvcourse.cluster.conductor import (
     ClusterView,
     ConductorConfig,
@@ -29,6 +35,15 @@ from kvcourse.cluster.conductor_sim import (
     compare_conductor_policies,
     simulate_conductor,
 )
+from kvcourse.cluster.layerwise import (
+    INTERVAL_KINDS,
+    SCHEDULES,
+    LayerInterval,
+    LayerTimes,
+    LayerwiseTimeline,
+    layer_times,
+    layerwise_prefill,
+)
 from kvcourse.cluster.prefill_savings import (
     PrefillSavings,
     kv_block_bytes,
@@ -42,8 +57,49 @@ from kvcourse.cluster.prefix_replay import (
     hit_rate_curve,
     replay_prefix_cache,
 )
+from kvcourse.cluster.storage_tiers import (
+    HBM_TIER,
+    LOCAL_DRAM_TIER,
+    NODE_SSD_TIER,
+    NODE_TIERS,
+    ONE_SSD_TIER,
+    REMOTE_DRAM_TIER,
+    StorageTier,
+    TierComparison,
+    get_tier,
+    mean_recompute_seconds_per_token,
+    read_seconds_per_token,
+    recompute_seconds_per_token,
+    storage_vs_compute,
+    tiers_losing_to_recompute,
+)
 
 __all__ = [
+    "HBM_TIER",
+    "LOCAL_DRAM_TIER",
+    "NODE_SSD_TIER",
+    "NODE_TIERS",
+    "ONE_SSD_TIER",
+    "REMOTE_DRAM_TIER",
+    "StorageTier",
+    "TierComparison",
+    "get_tier",
+    "mean_recompute_seconds_per_token",
+    "read_seconds_per_token",
+    "recompute_seconds_per_token",
+    "storage_vs_compute",
+    "tiers_losing_to_recompute",
+    "INTERVAL_KINDS",
+    "SCHEDULES",
+    "LayerInterval",
+    "LayerTimes",
+    "LayerwiseTimeline",
+    "layer_times",
+    "layerwise_prefill",
+    "PipelineSchedule",
+    "PipelineSlot",
+    "chunk_lengths",
+    "chunked_pipeline",
     "ClusterView",
     "ConductorConfig",
     "ConductorRun",

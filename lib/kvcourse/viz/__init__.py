@@ -19,6 +19,12 @@
   drawn with the victims marked; swap against recompute by block size);
 * §7, end to end: :mod:`kvcourse.viz.latency` (latency against request rate, the highest
   sustainable rate and its ratios);
+* §8, prefix caching: :mod:`kvcourse.viz.prefix_cache` (chained hashes, hit rate against
+  capacity);
+* §9, Mooncake: :mod:`kvcourse.viz.mooncake_architecture` (the architecture),
+  :mod:`kvcourse.viz.mooncake_timelines` (layer-wise prefill and chunked pipeline timelines),
+  :mod:`kvcourse.viz.conductor` (placement policies compared), :mod:`kvcourse.viz.overload`
+  (rejection policies and the two pools' loads);
 * :mod:`kvcourse.viz.widgets`: JupyterLab steppers; :mod:`kvcourse.viz.tables`: computed tables
   for the pages.
 
@@ -64,6 +70,7 @@ from kvcourse.viz.buddy import (
     WalkthroughArtists,
     draw_buddy_walkthrough,
 )
+from kvcourse.viz.conductor import policy_comparison_figure, ttft_load_plot
 from kvcourse.viz.kernel_results import (
     KernelRun,
     gpu_kernel_runs,
@@ -82,6 +89,12 @@ from kvcourse.viz.memory import (
     memory_timeline_plot,
     rate_sweep_plot,
     ratio_sweep_plot,
+)
+from kvcourse.viz.mooncake_timelines import (
+    LANE_COLORS,
+    LANE_LABELS,
+    layerwise_gantt,
+    pipeline_schedule_figure,
 )
 from kvcourse.viz.os_paging import (
     PageTableArtists,
@@ -141,6 +154,12 @@ from kvcourse.viz.widgets import (
 )
 
 __all__ = [
+    "LANE_COLORS",
+    "LANE_LABELS",
+    "layerwise_gantt",
+    "pipeline_schedule_figure",
+    "policy_comparison_figure",
+    "ttft_load_plot",
     "chained_hash_figure",
     "hit_rate_plot",
     # §2
