@@ -90,6 +90,7 @@ from kvcourse.viz.memory import (
     rate_sweep_plot,
     ratio_sweep_plot,
 )
+from kvcourse.viz.mooncake_architecture import mooncake_architecture_figure
 from kvcourse.viz.mooncake_timelines import (
     LANE_COLORS,
     LANE_LABELS,
@@ -157,6 +158,7 @@ __all__ = [
     "LANE_COLORS",
     "LANE_LABELS",
     "layerwise_gantt",
+    "mooncake_architecture_figure",
     "pipeline_schedule_figure",
     "policy_comparison_figure",
     "ttft_load_plot",
