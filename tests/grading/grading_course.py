@@ -143,6 +143,17 @@ SPECIFIC = {
         "Hint: two full blocks",
         hostile_flags=("defines __eq__", "sys.displayhook", "set_custom_exc"),
     ),
+    "a6_conductor": Specific(
+        points=(10, 10),
+        # The reference Conductor (cluster) and Ex 8 (sizing), only to switch them off while
+        # student code runs; the prefill pool and the Mooncake traces of Part 5; the visible
+        # cells' helpers.
+        library=("cluster", "sizing", "traces", "grading"),
+        hidden_literals=("(64712, 28105695, 0, 0)", "(45812, 18373038, 352, 5548850)", "15_360"),
+        # the failing check's message: Ex 8's KV bytes without the factor 2 of K and V
+        partial_message="Ex 8a: kv_bytes_per_token(80, 8, 128, 2): expected 327680",
+        hostile_flags=("defines __eq__", "sys.displayhook", "set_custom_exc"),
+    ),
 }
 
 

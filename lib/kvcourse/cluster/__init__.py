@@ -44,6 +44,25 @@ from kvcourse.cluster.layerwise import (
     layer_times,
     layerwise_prefill,
 )
+from kvcourse.cluster.overload import (
+    DEFAULT_CONFIG,
+    OUTCOMES,
+    OverloadConfig,
+    OverloadRequest,
+    OverloadResult,
+    poisson_requests,
+    prefill_seconds,
+    trace_requests,
+)
+from kvcourse.cluster.overload_policies import (
+    REJECTION_POLICIES,
+    REJECTION_POLICY_LABELS,
+    compare_rejection_policies,
+    load_correlation,
+    predicted_decode_load,
+    rejects_at_arrival,
+    simulate_overload,
+)
 from kvcourse.cluster.prefill_savings import (
     PrefillSavings,
     kv_block_bytes,
@@ -75,6 +94,21 @@ from kvcourse.cluster.storage_tiers import (
 )
 
 __all__ = [
+    "DEFAULT_CONFIG",
+    "OUTCOMES",
+    "OverloadConfig",
+    "OverloadRequest",
+    "OverloadResult",
+    "poisson_requests",
+    "prefill_seconds",
+    "trace_requests",
+    "REJECTION_POLICIES",
+    "REJECTION_POLICY_LABELS",
+    "compare_rejection_policies",
+    "load_correlation",
+    "predicted_decode_load",
+    "rejects_at_arrival",
+    "simulate_overload",
     "HBM_TIER",
     "LOCAL_DRAM_TIER",
     "NODE_SSD_TIER",
