@@ -11,7 +11,7 @@ The model, with every constant a field of :class:`OverloadConfig` (defaults in b
   seconds: 1.23 s for the conversation trace's mean prompt of 12,035 tokens, 1.45 s on average
   over its prompts (the attention term grows with the square of the length). Each instance is
   a FIFO queue; a request goes to the instance where it would *finish* first, and is admitted
-  only if that finish is within ``ttft_slo_s`` [30 s, a long-context TTFT SLO] of its arrival
+  only if that finish is within ``ttft_slo_s`` [5 s, the Conductor's SLO of §9.4] of its arrival
   (the TTFT check).
 * **Decode instance**: a batch of at most ``max_batch`` [8] requests, the cap the TBT SLO puts
   on the batch; a request in it takes ``output_len × tbt_s`` [0.05 s] seconds and then frees
@@ -26,7 +26,7 @@ The model, with every constant a field of :class:`OverloadConfig` (defaults in b
   pool's load is its admitted prefill work not yet done, as a fraction of the most the TTFT
   check lets it hold (``num_prefill × ttft_slo_s`` seconds); the decode pool's is its occupied
   slots over ``num_decode × max_batch``. Their Pearson correlation is taken after ``warmup_s``
-  [300 s; the baseline's prefill queues take about 200 s to fill].
+  [300 s, for the queues to fill].
 * **Predictive rejection's** ``t_d`` is ``predicted_decode_s`` [None: the requests' mean
   ``output_len × tbt_s``, 17.1 s on the conversation trace].
 
@@ -71,7 +71,7 @@ class OverloadConfig:
     num_decode: int = 8
     max_batch: int = 8
     tbt_s: float = 0.05
-    ttft_slo_s: float = 30.0
+    ttft_slo_s: float = 5.0
     model: ModelSpec = LLAMA2_70B
     gpu: GPUSpec = A800_80GB
     gpus_per_instance: int = 8
