@@ -2,6 +2,8 @@
 
 * :mod:`kvcourse.grading.checks`: helpers for the assignments' visible test cells (the library's
   reference switched off, fresh copies of library modules, plain values and clear messages);
+* :mod:`kvcourse.grading.serving_checks` and :mod:`kvcourse.grading.conductor_checks`: the same
+  for a4's schedulers and a6's Conductor decisions;
 * :mod:`kvcourse.grading.preprocessors`: nbgrader preprocessors that close gaps in nbgrader 0.9
   (hidden tests shown in feedback, forged partial credit, a dead kernel failing a whole
   submission); ``grading/nbgrader_config.py`` installs them.
