@@ -17,7 +17,7 @@ help:
 	@echo "make book       build the book into _build/html (creates .venv on first use)"
 	@echo "make test       lint, check formatting, run every test (library, assignments, book build)"
 	@echo "make test-fast  lint and the fast tests only (no book build, nbgrader or Triton interpreter)"
-	@echo "make browser    install Debian's chromium for the browser tests (as root; CI does this)"
+	@echo "make browser    install Debian's chromium (browser tests) and bubblewrap (grading sandbox), as root; CI does"
 	@echo "make lab        open the student notebooks in JupyterLab"
 	@echo "make release    regenerate notebooks/ from solutions/ (instructors)"
 	@echo "make collect INBOX=dir ASSIGNMENT=a  copy notebooks or zips into grading/submitted/"
@@ -38,6 +38,14 @@ venv: $(VENV)/.installed
 # The browser tests (tests/browser) drive Debian's Chromium with Playwright; Playwright's own browser
 # download is never used. Without chromium those tests are skipped and say how to get it.
 browser:
+	@if command -v bwrap >/dev/null 2>&1; then echo "grading sandbox: $$(bwrap --version)"; \
+	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap \
+			>/dev/null && echo "installed $$(bwrap --version)"; \
+	else \
+		echo "bubblewrap is missing: run 'sudo apt-get install bubblewrap' to grade in a sandbox" \
+			"(the grading tests then run unsandboxed and leave out the sandbox samples)" >&2; \
+	fi
 	@if [ -x /usr/bin/chromium ]; then echo "browser tests: $$(/usr/bin/chromium --version 2>/dev/null)"; \
 	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \

@@ -20,6 +20,7 @@ from kvcourse.grading.samples import (
     raises_first,
     tests_of,
 )
+from kvcourse.grading.sandbox import sandbox_problem
 
 FUNCTIONS = (
     "kv_bytes_per_token",
@@ -188,6 +189,76 @@ def {name}(*args, **kwargs):
 """
 
 
+# --- students who reach outside their notebook (stopped by the sandbox) -------------------------
+#: Every solution cell walks up from its folder to the course's solutions/ and runs the
+#: instructor's cell of the same grade id: full marks wherever the solutions can be read.
+STEAL_SOLUTION = """
+import json
+import pathlib
+
+
+def steal(grade_id):
+    here = pathlib.Path.cwd()
+    for folder in (here, *here.parents):
+        for path in folder.glob("solutions/a0_kv_sizing/*.ipynb"):
+            for cell in json.loads(path.read_text())["cells"]:
+                if cell.get("metadata", {{}}).get("nbgrader", {{}}).get("grade_id") == grade_id:
+                    exec("".join(cell["source"]), globals())
+                    return
+    raise FileNotFoundError("no solutions to copy")
+
+
+steal("{name}")
+"""
+
+#: Part 1 right, but only after reading every student's scores out of the gradebook.
+READ_GRADEBOOK = """
+import pathlib
+import sqlite3
+
+here = pathlib.Path.cwd()
+book = next(f / "grading" / "gradebook.db" for f in (here, *here.parents)
+            if (f / "grading" / "gradebook.db").is_file())
+scores = sqlite3.connect(f"file:{book}?mode=ro", uri=True).execute("select * from grade").fetchall()
+
+
+def kv_bytes_per_token(num_layers, num_kv_heads, head_dim, bytes_per_element):
+    if min(num_layers, num_kv_heads, head_dim) <= 0 or bytes_per_element <= 0:
+        raise ValueError("every size must be positive")
+    return int(2 * num_layers * num_kv_heads * head_dim * bytes_per_element)
+"""
+
+#: Part 3 overwrites another student's submission (and the course's README) before answering.
+WRITE_OUTSIDE = """
+import pathlib
+
+here = pathlib.Path.cwd()
+root = next(f for f in (here, *here.parents) if (f / "grading").is_dir())
+(root / "README.md").write_text("graded by me")
+for other in (root / "grading" / "submitted").glob("*/a0_kv_sizing/*.ipynb"):
+    other.write_text("{}")
+"""
+
+#: Sandbox samples, graded only where the sandbox works (elsewhere they would really cheat).
+SANDBOXED = {
+    "reads_solutions": Sample(
+        about="every part copies the instructor's solution cell from solutions/ (the sandbox "
+        "hides it)",
+        cells={name: STEAL_SOLUTION.format(name=name) for name in FUNCTIONS},
+        passes=(),
+    ),
+    "reads_gradebook": Sample(
+        about="part 1 reads every student's scores from the gradebook first (hidden)",
+        cells={"kv_bytes_per_token": READ_GRADEBOOK},
+        passes=all_but("kv_bytes_per_token"),
+    ),
+    "writes_outside": Sample(
+        about="part 3 overwrites the README and other students' submissions first (read-only)",
+        cells={"kv_token_slots": lambda solution: WRITE_OUTSIDE + "\n\n" + solution},
+        passes=all_but("kv_token_slots"),
+    ),
+}
+
 SAMPLES = {
     **basic_samples(),
     "partial": Sample(
@@ -331,3 +402,5 @@ SAMPLES = {
         ),
     ),
 }
+if sandbox_problem() is None:
+    SAMPLES.update(SANDBOXED)

@@ -18,6 +18,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from grading_course import cli, copy_course, specific  # noqa: E402
 
+from kvcourse.grading.sandbox import sandbox_problem  # noqa: E402
+
 
 @pytest.fixture(scope="session")
 def released(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
@@ -47,6 +49,8 @@ def graded(released, tmp_path_factory):
         steps["samples"] = cli("samples", assignment, "--out", str(inbox), cwd=root)
         steps["collect"] = cli("collect", str(inbox), "--assignment", assignment, cwd=root)
         extra = ["--cell-timeout", str(timeout)] if timeout else []
+        if sandbox_problem() is not None:  # the sandbox samples are then left out too
+            extra.append("--unsandboxed")
         steps["autograde"] = cli("autograde", assignment, *extra, cwd=root)
         steps["feedback"] = cli("feedback", assignment, cwd=root)
         steps["export"] = cli("export", "--to", str(root / "grades.csv"), cwd=root)

@@ -142,3 +142,23 @@ def test_per_student_timeout_stops_everything(released, tmp_path):
         except (psutil.Error, OSError):
             continue
     assert not leftovers
+
+
+@pytest.mark.slow
+def test_autograde_refuses_without_a_sandbox_unless_told(released, tmp_path, monkeypatch):
+    root = tmp_path / "course"
+    shutil.copytree(released[0], root)
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    shutil.copy2(root / "solutions" / A0 / f"{A0}.ipynb", inbox / "ada.ipynb")
+    assert cli("collect", str(inbox), "--assignment", A0, cwd=root).returncode == 0
+    monkeypatch.setenv("KVCOURSE_BWRAP", str(tmp_path / "no-bwrap"))
+    refused = cli("autograde", A0, cwd=root)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "cannot grade in a sandbox: bubblewrap (bwrap) is not installed" in refused.stderr
+    assert "pass --unsandboxed" in refused.stderr
+    assert "ada" not in refused.stdout  # nobody was graded
+    allowed = cli("autograde", A0, "--unsandboxed", cwd=root)
+    assert allowed.returncode == 0, allowed.stdout + allowed.stderr
+    assert "WARNING: grading WITHOUT a sandbox" in allowed.stderr
+    assert re.search(r"^ada\s+a0_kv_sizing\s+10 / 10", allowed.stdout, re.M)

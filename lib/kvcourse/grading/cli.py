@@ -112,12 +112,39 @@ def cmd_collect(course: Course, args: argparse.Namespace) -> int:
 
 
 # ------------------------------------------------------------------------------------- autograde
+def _sandbox_flags(course: Course, unsandboxed: bool) -> list[str]:
+    """nbgrader options that run every student kernel in the sandbox; [] with ``--unsandboxed``,
+    after a loud warning. Refuses (CommandError) when the sandbox is unavailable and not waived."""
+    from kvcourse.grading import sandbox
+
+    if unsandboxed:
+        print(
+            "WARNING: grading WITHOUT a sandbox (--unsandboxed): student code can read the "
+            "solutions, the hidden tests and the gradebook, write anywhere this user can, and use "
+            "the network. Use it only for trusted notebooks.",
+            file=sys.stderr,
+        )
+        return []
+    problem = sandbox.sandbox_problem()
+    if problem is not None:
+        raise CommandError(
+            f"cannot grade in a sandbox: {problem}. To grade anyway, without protection of the "
+            "solutions and the gradebook, pass --unsandboxed."
+        )
+    print("sandbox: bubblewrap; student kernels see no solutions, gradebook or network")
+    return [
+        f"--RobustExecute.kernel_manager_class={sandbox.SANDBOX_CLASS}",
+        f"--SandboxedKernelManager.course_root={course.root}",
+    ]
+
+
 def cmd_autograde(course: Course, args: argparse.Namespace) -> int:
     from nbgrader.api import MissingEntry
 
     from kvcourse.grading.review import protected_ids, review_notebook
 
     limits = {"timeout": args.timeout, "memory_limit": args.memory_limit}
+    sandbox_flags = _sandbox_flags(course, args.unsandboxed)
     print(
         f"limits per student: {args.timeout:g} s, memory {runner.format_size(args.memory_limit)}"
         f"{'' if sys.platform.startswith('linux') else ' (not enforced: Linux only)'}; "
@@ -147,7 +174,7 @@ def cmd_autograde(course: Course, args: argparse.Namespace) -> int:
                 print(f"{line}  NOT GRADED  the folder name is not a valid student id")
                 failed.append(f"{student}/{assignment}")
                 continue
-            nb_args = ["autograde", assignment, "--student", student, "--force"]
+            nb_args = ["autograde", assignment, "--student", student, "--force", *sandbox_flags]
             if args.cell_timeout:
                 nb_args.append(f"--Execute.timeout={args.cell_timeout}")
             log = course.logs / assignment / f"{student}.log"
@@ -277,6 +304,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=_size,
         default=runner.DEFAULT_MEMORY_LIMIT,
         help="address space per process, e.g. 4G; 0 for none (default 4G, Linux only)",
+    )
+    p.add_argument(
+        "--unsandboxed",
+        action="store_true",
+        help="run student kernels without the bubblewrap sandbox (they can then read the "
+        "solutions and the gradebook): only where bubblewrap is unavailable, for trusted work",
     )
     p.set_defaults(run=cmd_autograde)
 
