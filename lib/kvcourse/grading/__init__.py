@@ -8,6 +8,8 @@
   (hidden tests shown in feedback, forged partial credit, a dead kernel failing a whole
   submission); ``grading/nbgrader_config.py`` installs them.
 * :mod:`kvcourse.grading.runner`: runs nbgrader as subprocesses with time and memory limits.
+* :mod:`kvcourse.grading.sandbox`: starts each student kernel in a bubblewrap sandbox (no course
+  sources, gradebook or network).
 * :mod:`kvcourse.grading.course`: the course's folders, assignments, students and gradebook.
 * :mod:`kvcourse.grading.collect`: takes submissions in from notebooks, zips and folders.
 * :mod:`kvcourse.grading.samples`: builds sample submissions from the current student version,
