@@ -202,9 +202,14 @@ def estimate_ttft(
 
 
 def _decide(
-    view: ClusterView, config: ConductorConfig, instance: int, pull_from: int | None
+    view: ClusterView,
+    config: ConductorConfig,
+    instance: int,
+    pull_from: int | None,
+    ttft: float | None = None,
 ) -> Decision:
-    ttft = estimate_ttft(view, config, instance, pull_from)
+    if ttft is None:
+        ttft = estimate_ttft(view, config, instance, pull_from)
     pulled = pull_from is not None and view.prefix_blocks[pull_from] > view.prefix_blocks[instance]
     blocks = view.prefix_blocks[pull_from if pulled else instance]
     if config.ttft_slo_s is not None and ttft > config.ttft_slo_s:
@@ -236,7 +241,7 @@ def cache_aware(view: ClusterView, config: ConductorConfig) -> Decision:
     number on a tie); rejected when even that misses the SLO."""
     ttfts = [estimate_ttft(view, config, i) for i in range(view.num_instances)]
     best = min(range(view.num_instances), key=lambda i: (ttfts[i], i))
-    return _decide(view, config, best, None)
+    return _decide(view, config, best, None, ttfts[best])
 
 
 def cache_aware_replicating(view: ClusterView, config: ConductorConfig) -> Decision:
@@ -252,8 +257,8 @@ def cache_aware_replicating(view: ClusterView, config: ConductorConfig) -> Decis
         options.append((estimate_ttft(view, config, i), i, 0, None))
         if longest > own and longest >= config.replication_threshold * own:
             options.append((estimate_ttft(view, config, i, holder), i, 1, holder))
-    _, best, _, source = min(options)
-    return _decide(view, config, best, source)
+    ttft, best, _, source = min(options)
+    return _decide(view, config, best, source, ttft)
 
 
 def check_policy(policy: object) -> Policy:

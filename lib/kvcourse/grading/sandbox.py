@@ -83,16 +83,19 @@ def _namespaces() -> list[str]:
     return ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--die-with-parent"]
 
 
-def sandbox_args(course_root: Path, workdir: Path, channel_dir: Path) -> list[str]:
+def sandbox_args(
+    course_root: Path, workdir: Path, channel_dir: Path, extra_hidden: tuple[str, ...] = ()
+) -> list[str]:
     """The bubblewrap arguments (binary first, up to ``--``) that run a kernel with ``workdir``
     as its only writable folder, ``channel_dir`` for its sockets, and the course's hidden folders
-    empty."""
+    (and ``extra_hidden``) empty."""
     binary = bwrap_binary()
     if binary is None:
         raise RuntimeError(sandbox_problem() or "bubblewrap is missing")
     args = [binary, *_namespaces(), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     args += ["--bind", str(channel_dir), str(channel_dir)]
     hidden = [course_root / name for name in HIDDEN_FOLDERS if (course_root / name).exists()]
+    hidden += [Path(folder) for folder in extra_hidden]
     for folder in hidden:
         args += ["--tmpfs", str(folder)]
     args += ["--bind", str(workdir), str(workdir)]
@@ -126,10 +129,11 @@ class SandboxedKernelManager(AsyncKernelManager):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        problem = sandbox_problem()
-        if problem is not None:
+        # Only whether bwrap exists: autograde has probed its namespaces once for the whole run,
+        # and a kernel that bwrap cannot start fails with bwrap's own message.
+        if bwrap_binary() is None:
             raise RuntimeError(
-                f"cannot sandbox the student's kernel: {problem}; or grade with "
+                f"cannot sandbox the student's kernel: {sandbox_problem()}; or grade with "
                 "`kvcourse-grade autograde --unsandboxed` (no protection of the course sources)"
             )
         self._channels = Path(tempfile.mkdtemp(prefix="kvcourse-kernel-"))
@@ -151,9 +155,7 @@ class SandboxedKernelManager(AsyncKernelManager):
         assert self.kernel_spec is not None
         self.kernel_spec.interrupt_mode = "message"  # a signal would stop bubblewrap itself
         workdir = Path(kw.get("cwd") or os.getcwd()).resolve()
-        box = sandbox_args(self._root(workdir), workdir, self._channels)
-        for extra in self.extra_hidden:
-            box[-1:-1] = ["--tmpfs", extra]
+        box = sandbox_args(self._root(workdir), workdir, self._channels, tuple(self.extra_hidden))
         return [*box, *cmd], kw
 
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
