@@ -17,7 +17,8 @@ help:
 	@echo "make book       build the book into _build/html (creates .venv on first use)"
 	@echo "make test       lint, check formatting, run every test (library, assignments, book build)"
 	@echo "make test-fast  lint and the fast tests only (no book build, nbgrader or Triton interpreter)"
-	@echo "make browser    install Debian's chromium (browser tests) and bubblewrap (grading sandbox), as root; CI does"
+	@echo "make browser    install Debian's chromium (browser tests), bubblewrap (grading sandbox) and"
+	@echo "                PostgreSQL (gradebook-server tests), as root; CI does"
 	@echo "make lab        open the student notebooks in JupyterLab"
 	@echo "make release    regenerate notebooks/ from solutions/ (instructors)"
 	@echo "make collect INBOX=dir ASSIGNMENT=a  copy notebooks or zips into grading/submitted/"
@@ -35,8 +36,10 @@ $(VENV)/.installed: pyproject.toml
 
 venv: $(VENV)/.installed
 
-# The browser tests (tests/browser) drive Debian's Chromium with Playwright; Playwright's own browser
-# download is never used. Without chromium those tests are skipped and say how to get it.
+# The system packages the tests use, from Debian (as root): bubblewrap for the grading sandbox,
+# PostgreSQL for the parallel-grading tests, and Chromium, which the browser tests (tests/browser)
+# drive with Playwright (its own browser download is never used). Without one, its tests are
+# skipped (or, for bubblewrap, run unsandboxed) and say how to get it.
 browser:
 	@if command -v bwrap >/dev/null 2>&1; then echo "grading sandbox: $$(bwrap --version)"; \
 	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
@@ -45,6 +48,15 @@ browser:
 	else \
 		echo "bubblewrap is missing: run 'sudo apt-get install bubblewrap' to grade in a sandbox" \
 			"(the grading tests then run unsandboxed and leave out the sandbox samples)" >&2; \
+	fi
+	@if command -v pg_ctlcluster >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+		echo "PostgreSQL for the parallel-grading tests: $$(ls -d /usr/lib/postgresql/*/ 2>/dev/null | tr '\n' ' ')"; \
+	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql \
+			>/dev/null && echo "installed PostgreSQL $$(ls /usr/lib/postgresql/)"; \
+	else \
+		echo "PostgreSQL is missing: run 'sudo apt-get install postgresql' for the gradebook-server" \
+			"tests (they are skipped without it)" >&2; \
 	fi
 	@if [ -x /usr/bin/chromium ]; then echo "browser tests: $$(/usr/bin/chromium --version 2>/dev/null)"; \
 	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \

@@ -14,6 +14,7 @@ from kvcourse.grading.samples import (
     WHATEVER,
     Sample,
     basic_samples,
+    floods_output,
     grabs_memory,
     kills_kernel,
     loops_forever,
@@ -388,6 +389,10 @@ SAMPLES = {
             "recompute_seconds_per_token",
             "read_back_seconds_per_token",
         ),
+    ),
+    "floods": Sample(
+        about="part 3 prints 64 MiB first; the grader keeps 4 MiB of it and grades as usual",
+        cells={"kv_token_slots": floods_output},
     ),
     "hog": Sample(
         about="part 2 allocates 8 GiB first; under the memory limit that is a MemoryError",

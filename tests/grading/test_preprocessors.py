@@ -33,3 +33,40 @@ def test_disable_partial_credit_only_touches_test_cells():
     answer, _ = DisablePartialCredit().preprocess_cell(answer, {}, 1)
     assert test.outputs[0].output_type == "display_data"
     assert answer.outputs[0].output_type == "execute_result"
+
+
+def _stream(text: str, name: str = "stdout") -> dict:
+    return {
+        "msg_type": "stream",
+        "header": {"msg_type": "stream"},
+        "parent_header": {"msg_id": "m"},
+        "content": {"name": name, "text": text},
+    }
+
+
+def test_output_cap_drops_a_flood_but_keeps_errors_and_the_stderr_failure():
+    from kvcourse.grading.preprocessors import RobustExecute
+
+    execute = RobustExecute(max_output_bytes=100)
+    execute.reset_execution_trackers()
+    execute.clear_before_next_output = False
+    execute._kept, execute._noted = {}, set()
+    outs: list = []
+    for _ in range(50):
+        execute.output(outs, _stream("x" * 30), None, 0)
+    execute.output(outs, _stream("warning\n" * 20, "stderr"), None, 0)
+    error = {
+        "msg_type": "error",
+        "header": {"msg_type": "error"},
+        "parent_header": {"msg_id": "m"},
+        "content": {"ename": "AssertionError", "evalue": "e" * 500, "traceback": ["t" * 500]},
+    }
+    execute.output(outs, error, None, 0)
+    kept_text = "".join(o.get("text", "") for o in outs if o.get("name") == "stdout")
+    assert kept_text.count("x") == 90  # three messages of 30 fit under 100 characters
+    assert sum("the rest was dropped" in o.get("text", "") for o in outs) == 2  # stdout, stderr
+    assert any(o.get("name") == "stderr" for o in outs)  # so a test cell still fails
+    assert outs[-1].output_type == "error" and len(outs[-1].evalue) == 100
+    other: list = []
+    execute.output(other, _stream("y" * 30), None, 1)  # each cell has its own allowance
+    assert other[0].text == "y" * 30

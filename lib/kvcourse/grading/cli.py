@@ -3,7 +3,7 @@
     kvcourse-grade release   [ASSIGNMENT ...]            solutions/ -> notebooks/ (+ gradebook)
     kvcourse-grade samples   ASSIGNMENT --out DIR        sample submissions for a dry run
     kvcourse-grade collect   PATH [--assignment A]       notebooks or zips -> grading/submitted/
-    kvcourse-grade autograde [ASSIGNMENT ...]            every submission, one nbgrader per student
+    kvcourse-grade autograde [ASSIGNMENT ...]            every submission, many students at once
     kvcourse-grade feedback  [ASSIGNMENT ...]            HTML feedback, hidden tests removed
     kvcourse-grade export    [--to grading/grades.csv]   grades as CSV
 
@@ -13,7 +13,9 @@ did and exits non-zero when it failed; ``autograde`` also when some student coul
 
 This module holds the commands and their arguments; :mod:`kvcourse.grading.course` the course's
 folders and notebooks, :mod:`kvcourse.grading.collect` the reading of submissions, and
-:mod:`kvcourse.grading.runner` the nbgrader processes.
+:mod:`kvcourse.grading.autograde` the parallel grading of submissions (with
+:mod:`kvcourse.grading.jobs` and :mod:`kvcourse.grading.fanout`), and :mod:`kvcourse.grading.runner`
+the nbgrader processes.
 """
 
 from __future__ import annotations
@@ -21,11 +23,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from pathlib import Path
 
 from kvcourse.grading import collect, runner
-from kvcourse.grading.course import STUDENT_ID, CommandError, Course, point_split, run_notes
+from kvcourse.grading.autograde import cmd_autograde
+from kvcourse.grading.course import CommandError, Course, point_split
+from kvcourse.grading.gradebook_lock import serialize_sqlite_sessions
 
 __all__ = ["CommandError", "Course", "build_parser", "main"]
 
@@ -34,7 +37,7 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 def _nbgrader(course: Course, args: list[str], log_name: str, **limits) -> runner.RunResult:
     log = course.logs / f"{log_name}.log"
-    result = runner.run_nbgrader(course.root, args, log=log, **limits)
+    result = runner.run_nbgrader(course.root, [*args, *course.db_flags], log=log, **limits)
     if not result.ok:
         print(f"  nbgrader {' '.join(args)}: {result.reason()} (log: {course.rel(log)})")
     return result
@@ -111,103 +114,6 @@ def cmd_collect(course: Course, args: argparse.Namespace) -> int:
     return status
 
 
-# ------------------------------------------------------------------------------------- autograde
-def _sandbox_flags(course: Course, unsandboxed: bool) -> list[str]:
-    """nbgrader options that run every student kernel in the sandbox; [] with ``--unsandboxed``,
-    after a loud warning. Refuses (CommandError) when the sandbox is unavailable and not waived."""
-    from kvcourse.grading import sandbox
-
-    if unsandboxed:
-        print(
-            "WARNING: grading WITHOUT a sandbox (--unsandboxed): student code can read the "
-            "solutions, the hidden tests and the gradebook, write anywhere this user can, and use "
-            "the network. Use it only for trusted notebooks.",
-            file=sys.stderr,
-        )
-        return []
-    problem = sandbox.sandbox_problem()
-    if problem is not None:
-        raise CommandError(
-            f"cannot grade in a sandbox: {problem}. To grade anyway, without protection of the "
-            "solutions and the gradebook, pass --unsandboxed."
-        )
-    print("sandbox: bubblewrap; student kernels see no solutions, gradebook or network")
-    return [
-        f"--RobustExecute.kernel_manager_class={sandbox.SANDBOX_CLASS}",
-        f"--SandboxedKernelManager.course_root={course.root}",
-    ]
-
-
-def cmd_autograde(course: Course, args: argparse.Namespace) -> int:
-    from nbgrader.api import MissingEntry
-
-    from kvcourse.grading.review import protected_ids, review_notebook
-
-    limits = {"timeout": args.timeout, "memory_limit": args.memory_limit}
-    sandbox_flags = _sandbox_flags(course, args.unsandboxed)
-    print(
-        f"limits per student: {args.timeout:g} s, memory {runner.format_size(args.memory_limit)}"
-        f"{'' if sys.platform.startswith('linux') else ' (not enforced: Linux only)'}; "
-        f"per cell: {f'{args.cell_timeout} s' if args.cell_timeout else 'as configured'}"
-    )
-    failed: list[str] = []
-    graded = 0
-    for assignment in course.assignments(args.assignments):
-        with course.gradebook() as gb:
-            try:
-                gb.find_assignment(assignment)
-            except MissingEntry:
-                raise CommandError(
-                    f"{assignment} is not in the gradebook; run `kvcourse-grade release` first"
-                ) from None
-        students = course.students(assignment)
-        if args.student:
-            students = [s for s in students if s in set(args.student)]
-        if not students:
-            print(f"{assignment}: no submissions in {course.rel(course.submitted)}")
-            continue
-        protected = protected_ids(course.source_notebook(assignment))
-        for student in students:
-            started = time.monotonic()
-            line = f"{student:<16} {assignment:<20}"
-            if not STUDENT_ID.match(student):
-                print(f"{line}  NOT GRADED  the folder name is not a valid student id")
-                failed.append(f"{student}/{assignment}")
-                continue
-            nb_args = ["autograde", assignment, "--student", student, "--force", *sandbox_flags]
-            if args.cell_timeout:
-                nb_args.append(f"--Execute.timeout={args.cell_timeout}")
-            log = course.logs / assignment / f"{student}.log"
-            autograded = course.autograded / student / assignment / f"{assignment}.ipynb"
-            try:
-                result = runner.run_nbgrader(course.root, nb_args, log=log, **limits)
-                score = course.score(assignment, student) if result.ok else None
-                why = result.reason() if not result.ok else "nbgrader left no graded notebook"
-            except Exception as err:  # keep going: one student never stops the run
-                score, why = None, f"{type(err).__name__}: {err}"
-            seconds = time.monotonic() - started
-            if score is None or not autograded.is_file():
-                print(f"{line}  NOT GRADED  {why} (log: {course.rel(log)})")
-                failed.append(f"{student}/{assignment}")
-                continue
-            graded += 1
-            notes = run_notes(autograded)
-            submitted = course.submitted / student / assignment / f"{assignment}.ipynb"
-            flags = review_notebook(submitted, protected) if submitted.is_file() else []
-            extra = "".join(
-                [
-                    f"  [{'; '.join(notes)}]" if notes else "",
-                    f"  review: {'; '.join(flags)}" if flags else "",
-                ]
-            )
-            print(f"{line}  {score[0]:5g} / {score[1]:g}  ({seconds:.1f} s){extra}")
-    print(f"graded {graded} submission(s); {len(failed)} could not be graded")
-    if failed:
-        print(f"not graded: {', '.join(failed)} (see {course.rel(course.logs)}/)")
-        return EXIT_FAILED
-    return EXIT_OK
-
-
 # -------------------------------------------------------------------------------------- feedback
 def cmd_feedback(course: Course, args: argparse.Namespace) -> int:
     status = EXIT_OK
@@ -256,6 +162,16 @@ def _size(text: str) -> int:
         raise argparse.ArgumentTypeError(str(err)) from None
 
 
+def _workers(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"--workers takes a whole number ≥ 1, not {text!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kvcourse-grade",
@@ -264,6 +180,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--course-root",
         help="the repository root (default: found from the current directory upward)",
+    )
+    parser.add_argument(
+        "--db-url",
+        help="the gradebook for every step, e.g. postgresql://user@host/db for parallel or "
+        "distributed grading (default: c.CourseDirectory.db_url in grading/nbgrader_config.py)",
     )
     steps = parser.add_subparsers(dest="step", required=True, metavar="STEP")
 
@@ -284,7 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--assignment", help="needed when there is more than one assignment")
     p.set_defaults(run=cmd_collect)
 
-    p = steps.add_parser("autograde", help="grade every submission, one nbgrader per student")
+    p = steps.add_parser("autograde", help="grade every submission, many students at once")
     assignments(p)
     p.add_argument("--student", action="append", help="only this student (repeatable)")
     p.add_argument(
@@ -311,6 +232,26 @@ def build_parser() -> argparse.ArgumentParser:
         help="run student kernels without the bubblewrap sandbox (they can then read the "
         "solutions and the gradebook): only where bubblewrap is unavailable, for trusted work",
     )
+    p.add_argument(
+        "--workers",
+        type=_workers,
+        default=0,
+        help="students graded at once on this machine (default: the CPU count, fewer if memory "
+        "is short)",
+    )
+    p.add_argument(
+        "--dask",
+        metavar="ADDRESS",
+        help="grade on the Dask distributed cluster whose scheduler is at ADDRESS (e.g. "
+        "tcp://10.0.0.5:8786); its workers need the course at the same path and a --db-url "
+        "server database",
+    )
+    p.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="show a progress bar (default: when stderr is a terminal)",
+    )
     p.set_defaults(run=cmd_autograde)
 
     p = steps.add_parser("feedback", help="HTML feedback per student, hidden tests removed")
@@ -333,7 +274,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.course_root
             else runner.find_course_root()
         )
-        course = Course.load(root)
+        course = Course.load(root, db_url=args.db_url)
+        serialize_sqlite_sessions()
         return args.run(course, args)
     except (runner.CourseNotFound, CommandError) as err:
         print(f"kvcourse-grade: {err}", file=sys.stderr)

@@ -43,8 +43,25 @@ class Course:
     def logs(self) -> Path:
         return self.grading / "logs"
 
+    @property
+    def db_flags(self) -> list[str]:
+        """The nbgrader option naming this course's gradebook (the config's, or ``--db-url``)."""
+        return [f"--CourseDirectory.db_url={self.db_url}"]
+
+    @property
+    def db_shown(self) -> str:
+        """The gradebook's URL with any password hidden, for printing."""
+        from sqlalchemy.engine import make_url
+
+        try:
+            return make_url(self.db_url).render_as_string(hide_password=True)
+        except Exception:
+            return "(an unreadable database URL)"
+
     @classmethod
-    def load(cls, root: Path) -> Course:
+    def load(cls, root: Path, db_url: str | None = None) -> Course:
+        """The course at ``root`` as its nbgrader config sets it; ``db_url`` replaces the
+        config's gradebook (``kvcourse-grade --db-url``)."""
         from traitlets.config.loader import PyFileConfigLoader
 
         config = PyFileConfigLoader(runner.CONFIG_NAME, path=str(root / "grading")).load_config()
@@ -62,7 +79,7 @@ class Course:
             submitted=directory("submitted_directory", "submitted"),
             autograded=directory("autograded_directory", "autograded"),
             feedback=directory("feedback_directory", "feedback"),
-            db_url=cd.get("db_url", f"sqlite:///{base / 'gradebook.db'}"),
+            db_url=db_url or cd.get("db_url", f"sqlite:///{base / 'gradebook.db'}"),
         )
 
     def assignments(self, wanted: list[str] | None) -> list[str]:

@@ -13,7 +13,9 @@ behaviour as ``kvcourse-grade``.
   test-cell results are turned into plain ``display_data`` before scoring.
 * :class:`RobustExecute` (autograde): nbgrader's ``Execute`` fails the whole submission when the
   kernel dies or stays busy after a timeout interrupt. This keeps the cells that already ran and
-  marks the rest as not run, so they score zero and the earlier ones keep their points.
+  marks the rest as not run, so they score zero and the earlier ones keep their points. It also
+  caps the output a cell keeps while it runs, so a cell that prints without end cannot fill the
+  grader's memory (nbgrader's ``LimitOutput`` trims lines only after the run).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from nbformat.notebooknode import NotebookNode
 from nbformat.v4 import new_output
 from nbgrader import utils
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
-from traitlets import Float, Unicode
+from traitlets import Float, Integer, Unicode
 
 #: ``ename`` of the error output RobustExecute gives to cells it could not run.
 NOT_RUN = "CellNotRun"
@@ -36,6 +38,13 @@ NOT_RUN = "CellNotRun"
 
 def _error_output(ename: str, evalue: str) -> NotebookNode:
     return new_output("error", ename=ename, evalue=evalue, traceback=[f"{ename}: {evalue}"])
+
+
+def _content_size(content: dict) -> int:
+    """Characters of text an output message carries (stream text, display data, traceback)."""
+    size = len(str(content.get("text", ""))) + len(str(content.get("evalue", "")))
+    size += sum(len(str(value)) for value in (content.get("data") or {}).values())
+    return size + sum(len(str(line)) for line in content.get("traceback") or [])
 
 
 class RedactHiddenTests(NbGraderPreprocessor):
@@ -136,12 +145,48 @@ class RobustExecute(Execute):
         "kernel is stopped and the remaining cells are marked not run. 0 turns the budget off.",
     ).tag(config=True)
 
+    max_output_bytes = Integer(
+        4 * 2**20,
+        help="Characters of output one cell keeps while it runs; later output is dropped as it "
+        "arrives, with one note. Errors are always kept (cut to this size); dropped stderr leaves "
+        "a stderr note, so a test cell that wrote to stderr still fails. 0: no cap.",
+    ).tag(config=True)
+
     _lost: str | None = None
     _started: float = 0.0
+    _kept: dict[int, int] = {}
+    _noted: set[tuple[int, str]] = set()
+
+    def output(self, outs, msg, display_id, cell_index):
+        limit = self.max_output_bytes
+        if not limit:
+            return super().output(outs, msg, display_id, cell_index)
+        kept = self._kept
+        size = _content_size(msg.get("content", {}))
+        is_error = msg.get("msg_type") == "error"
+        if is_error or kept.get(cell_index, 0) + size <= limit:
+            kept[cell_index] = kept.get(cell_index, 0) + size
+            out = super().output(outs, msg, display_id, cell_index)
+            if is_error and out is not None and size > limit:
+                out["evalue"] = str(out.get("evalue", ""))[:limit]
+                out["traceback"] = [str(line)[:limit] for line in out.get("traceback", [])[:100]]
+            return out
+        content = msg.get("content", {})
+        stream = "stderr" if content.get("name") == "stderr" else "stdout"
+        if (cell_index, stream) not in self._noted:
+            self._noted.add((cell_index, stream))
+            note = f"[grader: this cell's output passed {limit:,} characters; the rest was dropped]"
+            outs.append(new_output("stream", name=stream, text=f"\n{note}\n"))
+        return None
+
+    def clear_output(self, outs, msg, cell_index):
+        self._kept.pop(cell_index, None)  # a progress bar redraws in place
+        return super().clear_output(outs, msg, cell_index)
 
     def preprocess(self, nb: NotebookNode, resources: Any = None, km: Any = None):
         self._lost = None
         self._started = time.monotonic()
+        self._kept, self._noted = {}, set()  # per cell: characters kept, streams cut
         return super().preprocess(nb, resources, km)
 
     def preprocess_cell(self, cell: NotebookNode, resources: Any, index: int):

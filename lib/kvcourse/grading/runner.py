@@ -1,7 +1,9 @@
 """Run nbgrader as a subprocess of the course, with a time limit and a memory limit.
 
-Each call starts ``python -m nbgrader …`` with the Python that runs this code, in ``<root>/grading``
-(nbgrader only reads ``nbgrader_config.py`` from its working directory). The child gets
+Each call starts nbgrader with the Python that runs this code, in ``<root>/grading`` (nbgrader only
+reads ``nbgrader_config.py`` from its working directory), through
+:mod:`kvcourse.grading.gradebook_lock` so that parallel graders take turns on a SQLite gradebook.
+The child gets
 
 * its own session, so a timeout can stop it and everything it started;
 * on Linux, an address-space limit (``RLIMIT_AS``) set before ``exec``; the kernel nbgrader
@@ -199,7 +201,7 @@ def run_nbgrader(
     """
     log.parent.mkdir(parents=True, exist_ok=True)
     marker = uuid.uuid4().hex
-    command = [sys.executable, "-m", "nbgrader", *args]
+    command = [sys.executable, "-m", "kvcourse.grading.gradebook_lock", *args]
     preexec = None
     if memory_limit and sys.platform.startswith("linux"):
         preexec = _limit_memory(memory_limit)

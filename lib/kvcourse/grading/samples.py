@@ -298,3 +298,14 @@ def grabs_memory(solution: str, gib: int = 8) -> str:
     if "hoard" not in body:
         raise ValueError("grabs_memory needs a function whose docstring ends on its own line")
     return body
+
+
+def floods_output(solution: str, mib: int = 64) -> str:
+    """The solution, after printing ``mib`` MiB at top level: the grader keeps only the start of
+    the output while the cell runs, so grading neither stalls nor runs out of memory."""
+    flood = (
+        "import sys\n\n"
+        f"for _ in range({mib}):\n"
+        "    sys.stdout.write('flood ' * 174762 + '\\n')  # about 1 MiB a line\n\n"
+    )
+    return flood + solution
