@@ -1,6 +1,7 @@
 """``kvcourse-grade``: one command per grading step, on top of nbgrader.
 
     kvcourse-grade release   [ASSIGNMENT ...]            solutions/ -> notebooks/ (+ gradebook)
+    kvcourse-grade bundle    [--out PATH]                 what students download (no solutions)
     kvcourse-grade samples   ASSIGNMENT --out DIR        sample submissions for a dry run
     kvcourse-grade collect   PATH [--assignment A]       notebooks or zips -> grading/submitted/
     kvcourse-grade autograde [ASSIGNMENT ...]            every submission, many students at once
@@ -27,6 +28,7 @@ from pathlib import Path
 
 from kvcourse.grading import collect, runner
 from kvcourse.grading.autograde import cmd_autograde
+from kvcourse.grading.bundle import add_bundle_parser
 from kvcourse.grading.course import CommandError, Course, point_split
 from kvcourse.grading.gradebook_lock import serialize_sqlite_sessions
 
@@ -80,38 +82,35 @@ def cmd_samples(course: Course, args: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------------------------- collect
+def _one_assignment(course: Course, wanted: str | None) -> str:
+    if wanted:
+        return course.assignments([wanted])[0]
+    known = course.assignments(None)
+    if len(known) != 1:
+        raise CommandError(f"say which assignment with --assignment ({', '.join(known)})")
+    return known[0]
+
+
 def cmd_collect(course: Course, args: argparse.Namespace) -> int:
-    if args.assignment:
-        (assignment,) = course.assignments([args.assignment])
+    from kvcourse.grading import lms_in
+
+    assignment = _one_assignment(course, args.assignment)
+    if (args.path is None) == (args.exchange is None):
+        raise CommandError("say what to collect: PATH (a folder or an LMS zip) or --exchange DIR")
+    path = Path(args.exchange or args.path)
+    if args.exchange or (
+        args.lms is None and path.is_dir() and (path / course.course_id / "inbound").is_dir()
+    ):
+        print(f"nbgrader exchange {path / course.course_id / 'inbound'}: newest per student")
+        taken, refused = lms_in.read_exchange(path, course.course_id, assignment)
+    elif path.is_dir() and args.lms in (None, "plain"):
+        taken, refused = collect.inbox_entries(path, assignment)
+    elif path.is_file() or path.is_dir():
+        lms, taken, refused = lms_in.read_lms(path, assignment, args.lms or "auto")
+        print(f"{path.name}: read as a {lms} download")
     else:
-        known = course.assignments(None)
-        if len(known) != 1:
-            raise CommandError(f"say which assignment with --assignment ({', '.join(known)})")
-        assignment = known[0]
-    inbox = Path(args.path)
-    if not inbox.is_dir():
-        raise CommandError(f"{inbox} is not a folder")
-    status, collected = EXIT_OK, 0
-    for entry in sorted(inbox.iterdir()):
-        if entry.name.startswith("."):
-            continue
-        student = collect.student_of(entry)
-        try:
-            data = collect.read_entry(entry, assignment)
-        except collect.ENTRY_ERRORS as err:
-            print(f"{student:<16} {assignment:<20}  NOT COLLECTED  {entry.name}: {err}")
-            status = EXIT_FAILED
-            continue
-        if data is None:
-            continue
-        target, replaced = collect.store(course, student, assignment, data)
-        collected += 1
-        print(
-            f"{student:<16} {assignment:<20}  {'replaced' if replaced else 'collected'}  "
-            f"{entry.name} -> {course.rel(target)}"
-        )
-    print(f"{collected} submission(s) of {assignment} in {course.rel(course.submitted)}")
-    return status
+        raise CommandError(f"{path} is neither a folder nor a zip file")
+    return EXIT_OK if collect.store_all(course, assignment, taken, refused) else EXIT_FAILED
 
 
 # -------------------------------------------------------------------------------------- feedback
@@ -135,11 +134,44 @@ def cmd_feedback(course: Course, args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------------------------- export
+def _export_lms(course: Course, args: argparse.Namespace) -> int:
+    from kvcourse.grading import lms_out
+
+    assignment = course.assignments([args.assignment])[0] if args.assignment else None
+    if args.lms == "moodle" and assignment is None:
+        raise CommandError("a Moodle worksheet holds one assignment: say which with --assignment")
+    with course.gradebook() as gb:
+        try:
+            grades = lms_out.read_grades(gb, [assignment] if assignment else None)
+        except ValueError as err:
+            raise CommandError(str(err)) from None
+    skipped: list[str] = []
+    if args.lms == "canvas":
+        rows = lms_out.canvas_table(grades)
+        default = course.grading / "grades-canvas.csv"
+    else:
+        rows, skipped = lms_out.moodle_table(grades, assignment)
+        default = course.grading / f"grades-moodle-{assignment}.csv"
+    target = lms_out.write_csv(rows, Path(args.to).resolve() if args.to else default)
+    for g in grades:
+        score = "no submission" if g.score is None else f"{g.score:5g} / {g.max_score:g}"
+        line = f"{g.student:<16} {g.assignment}  "
+        if g.student in skipped:
+            print(f"{line}NOT EXPORTED  not a Moodle participant id (collect from a Moodle zip)")
+        else:
+            print(f"{line}{score}")
+    print(f"wrote {len(rows) - 1} row(s) for {args.lms}'s import to {course.rel(target)}")
+    return EXIT_FAILED if skipped else EXIT_OK
+
+
 def cmd_export(course: Course, args: argparse.Namespace) -> int:
     import csv
 
+    if args.lms in ("canvas", "moodle"):
+        return _export_lms(course, args)
     target = Path(args.to).resolve() if args.to else course.grading / "grades.csv"
-    result = _nbgrader(course, ["export", "--to", str(target)], "export")
+    extra = [f"--ExportPlugin.assignment={[args.assignment]!r}"] if args.assignment else []
+    result = _nbgrader(course, ["export", "--to", str(target), *extra], "export")
     if not result.ok or not target.is_file():
         print("export FAILED")
         return EXIT_FAILED
@@ -195,14 +227,27 @@ def build_parser() -> argparse.ArgumentParser:
     assignments(p)
     p.set_defaults(run=cmd_release)
 
+    add_bundle_parser(steps)
+
     p = steps.add_parser("samples", help="write sample submissions for a dry run")
     p.add_argument("assignment")
     p.add_argument("--out", required=True, help="folder for <student>.ipynb files")
     p.set_defaults(run=cmd_samples)
 
     p = steps.add_parser("collect", help="copy submissions into grading/submitted/")
-    p.add_argument("path", help="a folder of <student>.ipynb, <student>.zip or <student>/ entries")
+    p.add_argument(
+        "path",
+        nargs="?",
+        help="a folder of <student>.ipynb, <student>.zip or <student>/ entries; an LMS's "
+        "'download all submissions' zip; or an nbgrader exchange (with <course_id>/inbound)",
+    )
     p.add_argument("--assignment", help="needed when there is more than one assignment")
+    p.add_argument(
+        "--lms",
+        choices=("canvas", "moodle", "plain", "auto"),
+        help="how the zip (or folder) names its files (default: a folder is an inbox, a zip auto)",
+    )
+    p.add_argument("--exchange", metavar="DIR", help="collect from nbgrader's exchange at DIR")
     p.set_defaults(run=cmd_collect)
 
     p = steps.add_parser("autograde", help="grade every submission, many students at once")
@@ -258,8 +303,16 @@ def build_parser() -> argparse.ArgumentParser:
     assignments(p)
     p.set_defaults(run=cmd_feedback)
 
-    p = steps.add_parser("export", help="grades to CSV")
-    p.add_argument("--to", help="CSV path (default: grading/grades.csv)")
+    p = steps.add_parser("export", help="grades to CSV, nbgrader's or an LMS's import format")
+    p.add_argument("--to", help="CSV path (default: grading/grades[-canvas|-moodle-A].csv)")
+    p.add_argument(
+        "--lms",
+        choices=("plain", "canvas", "moodle"),
+        default="plain",
+        help="plain: nbgrader's CSV; canvas: Canvas's gradebook import; moodle: one "
+        "assignment's offline grading worksheet (needs --assignment)",
+    )
+    p.add_argument("--assignment", help="only this assignment (needed with --lms moodle)")
     p.set_defaults(run=cmd_export)
     return parser
 
