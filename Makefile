@@ -10,8 +10,11 @@ TORCH_SPEC ?= torch==2.13.0
 ASSIGNMENTS ?=
 # The assignment a collected folder holds (needed once there is more than one assignment).
 ASSIGNMENT ?=
+# Students autograded at once (empty: the CPU count); where `make bundle` writes (empty: the default).
+WORKERS ?=
+OUT ?=
 
-.PHONY: help venv browser book test test-fast lint format lab release collect autograde feedback export clean
+.PHONY: help venv browser book test test-fast lint format lab release bundle collect autograde feedback export clean
 
 help:
 	@echo "make book       build the book into _build/html (creates .venv on first use)"
@@ -21,8 +24,9 @@ help:
 	@echo "                PostgreSQL (gradebook-server tests), as root; CI does"
 	@echo "make lab        open the student notebooks in JupyterLab"
 	@echo "make release    regenerate notebooks/ from solutions/ (instructors)"
+	@echo "make bundle     write the students' download (released notebooks + library) [OUT=path]"
 	@echo "make collect INBOX=dir ASSIGNMENT=a  copy notebooks or zips into grading/submitted/"
-	@echo "make autograde  autograde every submission under grading/submitted/"
+	@echo "make autograde  autograde every submission under grading/submitted/ [WORKERS=n]"
 	@echo "make feedback   write feedback (hidden tests removed) under grading/feedback/"
 	@echo "make export     export grades to grading/grades.csv"
 	@echo "make format     apply ruff's formatting and safe fixes"
@@ -101,12 +105,15 @@ lab: venv
 release: venv
 	$(BIN)/kvcourse-grade release $(ASSIGNMENTS)
 
+bundle: venv
+	$(BIN)/kvcourse-grade bundle $(if $(OUT),--out "$(OUT)")
+
 collect: venv
 	@test -n "$(INBOX)" || (echo "usage: make collect INBOX=folder ASSIGNMENT=a0_kv_sizing" >&2; exit 2)
 	$(BIN)/kvcourse-grade collect "$(INBOX)" $(if $(ASSIGNMENT),--assignment $(ASSIGNMENT))
 
 autograde: venv
-	$(BIN)/kvcourse-grade autograde $(ASSIGNMENTS)
+	$(BIN)/kvcourse-grade autograde $(ASSIGNMENTS) $(if $(WORKERS),--workers $(WORKERS))
 
 feedback: venv
 	$(BIN)/kvcourse-grade feedback $(ASSIGNMENTS)

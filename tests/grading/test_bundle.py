@@ -377,3 +377,13 @@ def test_zip_holds_the_files_in_order_and_the_same_bytes_every_time(files):
     with zipfile.ZipFile(io.BytesIO(data)) as archive:
         assert archive.namelist() == [f"{TOP}/{name}" for name in sorted(files)]
         assert all(archive.read(f"{TOP}/{name}") == files[name] for name in files)
+
+
+def test_kvcourse_grade_bundle_runs_from_the_command_line(course, tmp_path, capsys):
+    from kvcourse.grading.cli import main
+
+    out = tmp_path / "hand-out" / "kvcourse-student.zip"
+    assert main(["--course-root", str(course.root), "bundle", "--out", str(out)]) == 0
+    assert zipfile.is_zipfile(out) and "next:" in capsys.readouterr().out
+    refused = ["--course-root", str(course.root), "bundle", "--out", str(course.grading / "b")]
+    assert main(refused) == 2
