@@ -359,7 +359,7 @@ def cmd_bundle(course: Course, args: argparse.Namespace) -> int:
              "lab/": "the students' JupyterLab settings"}  # fmt: skip
     for prefix, what in parts.items():
         count = sum(name.startswith(prefix) for name in report.files)
-        print(f"  {prefix:<14} {count:4d} files  {what}")
+        print(f"  {prefix:<14} {count:4d} file{'' if count == 1 else 's'}  {what}")
     print(f"  {' '.join(n for n in report.files if '/' not in n)}")
     print(f"  assignments: {', '.join(report.assignments)}")
     print("left out: solutions/, grading/ (but student_lab/, as lab/), tests/, bench/, book/")
