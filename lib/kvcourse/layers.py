@@ -15,7 +15,10 @@ from pathlib import Path
 
 #: The layers, lowest first: each entry names the top-level modules or packages it holds.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("foundations", ("_checks", "layers", "specs", "sizing", "workloads", "traces", "os_paging")),
+    (
+        "foundations",
+        ("_checks", "layers", "specs", "sizing", "kv_formats", "workloads", "traces", "os_paging"),
+    ),
     ("block bookkeeping", ("blocks",)),
     ("KV tensors", ("kv",)),
     ("attention", ("attention",)),

@@ -25,6 +25,8 @@
   :mod:`kvcourse.viz.mooncake_timelines` (layer-wise prefill and chunked pipeline timelines),
   :mod:`kvcourse.viz.conductor` (placement policies compared), :mod:`kvcourse.viz.overload`
   (rejection policies and the two pools' loads);
+* §10, other ways to make KV cheaper: :mod:`kvcourse.viz.kv_formats` (memory of a sink + window
+  policy against length, and the blocks it keeps);
 * :mod:`kvcourse.viz.widgets`: JupyterLab steppers; :mod:`kvcourse.viz.tables`: computed tables
   for the pages.
 
@@ -77,6 +79,7 @@ from kvcourse.viz.kernel_results import (
     kernel_run_rows,
     latest_gpu_kernel_run,
 )
+from kvcourse.viz.kv_formats import window_blocks_figure, window_memory_plot
 from kvcourse.viz.latency import (
     LatencyCurve,
     batch_rate_plot,
@@ -251,4 +254,6 @@ __all__ = [
     "gpu_kernel_runs",
     "kernel_run_rows",
     "latest_gpu_kernel_run",
+    "window_blocks_figure",
+    "window_memory_plot",
 ]
