@@ -4,7 +4,9 @@ It is a stack of layers; a module imports only from its own layer or the ones be
 (:mod:`kvcourse.layers` lists them, and the tests hold the library to it):
 
 * foundations: :mod:`kvcourse.specs` (model and GPU specifications), :mod:`kvcourse.sizing` (KV
-  bytes, capacity, FLOPs), :mod:`kvcourse.workloads` (seeded request streams),
+  bytes, capacity, FLOPs), :mod:`kvcourse.kv_formats` (§10: KV bytes under other attention
+  layouts and number formats, sink + window eviction), :mod:`kvcourse.workloads` (seeded request
+  streams),
   :mod:`kvcourse.traces` (Mooncake's request traces with prefix-block ids, and a generator),
   :mod:`kvcourse.os_paging` (§2's toy page table) and the shared argument checks;
 * :mod:`kvcourse.blocks`: block bookkeeping with no tensors: the block pool, block tables, sharing
