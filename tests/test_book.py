@@ -74,3 +74,50 @@ def test_code_cells_fit_the_page():
                     f"{page}: code line of {len(line)} characters (the code box shows "
                     f"{CODE_BOX_CHARS}): {line!r}"
                 )
+
+
+def glossary_entries() -> list[list[str]]:
+    """The glossary's entries, each as its names (English, Chinese, aliases), lower-cased."""
+    text = (ROOT / "book" / "glossary.md").read_text()
+    block = text[text.index("```{glossary}") :]
+    block = block[: block.index("\n```", 10)]
+    entries: list[list[str]] = []
+    names: list[str] | None = None
+    for line in block.splitlines()[1:]:
+        if not line.strip():
+            names = None
+        elif not line.startswith((" ", ":")):
+            if names is None:
+                names = []
+                entries.append(names)
+            names.append(line.strip().lower())
+    return entries
+
+
+def term_links() -> dict[str, set[str]]:
+    """Every {term} target the pages (not the glossary) link, and the pages that link it."""
+    links: dict[str, set[str]] = {}
+    for page in toc_pages():
+        if page.endswith("glossary"):
+            continue
+        for match in re.finditer(r"\{term\}`([^`]+)`", (ROOT / f"{page}.md").read_text()):
+            target = re.sub(r"(?s).*<(.+)>$", r"\1", match.group(1))
+            target = re.sub(r"\s+", " ", target).strip().lower()
+            links.setdefault(target, set()).add(Path(page).stem)
+    return links
+
+
+def test_the_glossary_defines_every_term_the_pages_link_and_each_is_linked():
+    entries = glossary_entries()
+    defined = {name for names in entries for name in names}
+    links = term_links()
+    undefined = {t: sorted(pages) for t, pages in links.items() if t not in defined}
+    assert not undefined, f"terms linked but not in book/glossary.md: {undefined}"
+    unlinked = [names[0] for names in entries if not set(names) & set(links)]
+    assert not unlinked, f"glossary entries no page links with {{term}}: {unlinked}"
+
+
+def test_no_page_is_announced_as_coming():
+    for page in toc_pages():
+        text = (ROOT / f"{page}.md").read_text()
+        assert "(coming)" not in text and "| coming |" not in text, page
