@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from grading_course import A0, autograde_line, cli, expected_for
+from grading_course import A0, LINUX, autograde_line, cli, expected_for
 
 from kvcourse.grading import fanout, gradebook_lock
 from kvcourse.grading.sandbox import sandbox_problem
@@ -146,3 +146,46 @@ def test_postgres_gradebook_and_a_dask_cluster_grade_like_sqlite(released, postg
     assert _grades(postgres) == by_workers != {}
     exported = cli(*db, "export", "--to", str(tmp_path / "grades.csv"), cwd=root)
     assert exported.returncode == 0 and "correct" in (tmp_path / "grades.csv").read_text()
+
+
+@slow
+@pytest.mark.skipif(not LINUX, reason="signals and process groups as on Linux")
+def test_ctrl_c_stops_the_running_graders_and_their_kernels(released, tmp_path):
+    import signal
+    import subprocess
+    import time
+
+    import psutil
+
+    root = tmp_path / "course"
+    shutil.copytree(released[0], root)
+    inbox = tmp_path / "inbox"
+    assert cli("samples", A0, "--out", str(inbox), cwd=root).returncode == 0
+    for path in inbox.iterdir():
+        if path.stem not in ("loops", "correct"):
+            path.unlink()
+    for name in ("loops2", "loops3"):  # three students whose cells never end
+        shutil.copy2(inbox / "loops.ipynb", inbox / f"{name}.ipynb")
+    assert cli("collect", str(inbox), "--assignment", A0, cwd=root).returncode == 0
+    command = [sys.executable, "-m", "kvcourse.grading.cli", "autograde", A0, "--workers", "2"]
+    run = subprocess.Popen(
+        [*command, "--cell-timeout", "600", *SANDBOX],
+        cwd=root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(12)  # both graders are running a kernel by now
+    run.send_signal(signal.SIGINT)
+    out, err = run.communicate(timeout=60)
+    assert run.returncode == 130, out + err
+    assert "interrupted: graded" in out and "Traceback" not in err
+    time.sleep(1)
+    left = []
+    for proc in psutil.process_iter(["cmdline", "environ"]):
+        try:
+            if "KVCOURSE_GRADING_RUN" in (proc.info["environ"] or {}):
+                left.append(proc.info["cmdline"])
+        except (psutil.Error, OSError):
+            continue
+    assert not left, f"still running after Ctrl-C: {left}"

@@ -23,7 +23,7 @@ from kvcourse.grading.jobs import GradingJob, JobOutcome
 
 __all__ = ["cmd_autograde", "sandbox_flags"]
 
-EXIT_OK, EXIT_FAILED = 0, 1
+EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
 
 
 def sandbox_flags(course: Course, unsandboxed: bool) -> list[str]:
@@ -157,7 +157,17 @@ def cmd_autograde(course: Course, args: argparse.Namespace) -> int:
         outcomes = fanout.run_local(jobs, workers)
     started = time.monotonic()
     show = sys.stderr.isatty() if args.progress is None else args.progress
-    done = list(_progress(outcomes, len(jobs), show))
+    done: list[JobOutcome] = []
+    try:
+        for outcome in _progress(outcomes, len(jobs), show):
+            done.append(outcome)
+    except KeyboardInterrupt:
+        print(
+            f"interrupted: graded {sum(o.graded for o in done)} of {len(jobs)} submission(s); "
+            "the running graders were stopped. Those not graded keep what the gradebook held "
+            "before; run autograde again to finish (add --student NAME for single ones)."
+        )
+        return EXIT_INTERRUPTED
     failed = sorted(f"{o.student}/{o.assignment}" for o in done if not o.graded)
     minutes = (time.monotonic() - started) / 60
     rate = f", {len(done) / minutes:.1f} per minute" if minutes > 0 else ""

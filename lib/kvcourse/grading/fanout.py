@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
+from kvcourse.grading import runner
 from kvcourse.grading.jobs import GradingJob, JobOutcome, grade_job
 
 __all__ = ["MEMORY_PER_WORKER", "cluster_size", "default_workers", "run_dask", "run_local"]
@@ -59,8 +60,14 @@ def run_local(jobs: Iterable[GradingJob], workers: int) -> Iterator[JobOutcome]:
                 yield future.result()
             except Exception as err:  # grade_job catches its own; this is a last guard
                 yield _failed(futures[future], f"{type(err).__name__}: {err}")
+    except KeyboardInterrupt:
+        # Ctrl-C: nothing more starts, and the running graders (each in a session of its own,
+        # so the signal missed them) are stopped with their kernels before the pool waits.
+        for future in futures:
+            future.cancel()
+        runner.stop_all_runs()
+        raise
     finally:
-        # Ctrl-C or an early stop: drop what has not started; running graders end on their own.
         pool.shutdown(wait=True, cancel_futures=True)
 
 
@@ -105,9 +112,14 @@ def run_dask(jobs: Iterable[GradingJob], address: str) -> Iterator[JobOutcome]:
             ): job
             for job in jobs
         }
-        for future in dask_completed(list(futures)):
-            try:
-                yield future.result()
-            except Exception as err:  # a worker died, or the task could not be unpickled
-                why = f"the Dask worker failed: {type(err).__name__}: {err}"
-                yield _failed(futures[future], why)
+        try:
+            finished = dask_completed(list(futures))
+            for future in finished:
+                try:
+                    yield future.result()
+                except Exception as err:  # a worker died, or the task could not be unpickled
+                    why = f"the Dask worker failed: {type(err).__name__}: {err}"
+                    yield _failed(futures[future], why)
+        except KeyboardInterrupt:
+            client.cancel(list(futures))  # queued tasks are dropped; running ones finish there
+            raise

@@ -21,6 +21,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -32,6 +33,10 @@ except ImportError:  # pragma: no cover
     psutil = None
 
 CONFIG_NAME = "nbgrader_config.py"
+
+#: nbgrader runs of this process still going, pid -> marker (parallel graders run several).
+_LIVE: dict[int, str] = {}
+_LIVE_LOCK = threading.Lock()
 MARKER = "KVCOURSE_GRADING_RUN"
 
 #: Default per-process address-space limit. A kernel that imports numpy, torch, triton and
@@ -187,6 +192,17 @@ def _kill_marked(marker: str) -> int:
     return killed
 
 
+def stop_all_runs() -> int:
+    """Kill every nbgrader run this process started that is still going, with the kernels and
+    everything else they started (an instructor pressed Ctrl-C); return how many there were."""
+    with _LIVE_LOCK:
+        live = dict(_LIVE)
+    for pid, marker in live.items():
+        _kill_tree(pid)
+        _kill_marked(marker)
+    return len(live)
+
+
 def run_nbgrader(
     root: Path,
     args: list[str],
@@ -218,6 +234,8 @@ def run_nbgrader(
             start_new_session=True,
             preexec_fn=preexec,
         )
+        with _LIVE_LOCK:
+            _LIVE[proc.pid] = marker
         try:
             proc.wait(timeout=timeout or None)
         except subprocess.TimeoutExpired:
@@ -225,6 +243,8 @@ def run_nbgrader(
             _kill_tree(proc.pid)
             proc.wait()
         finally:
+            with _LIVE_LOCK:
+                _LIVE.pop(proc.pid, None)
             _kill_marked(marker)
     return RunResult(
         args=args,
