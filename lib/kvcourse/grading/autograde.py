@@ -140,6 +140,7 @@ def cmd_autograde(course: Course, args: argparse.Namespace) -> int:
         print("graded 0 submission(s); 0 could not be graded")
         return EXIT_OK
     _register_students(course, jobs)
+    runner.resume_runs()
     print(
         f"limits per student: {args.timeout:g} s, memory {runner.format_size(args.memory_limit)}"
         f"{'' if sys.platform.startswith('linux') else ' (not enforced: Linux only)'}; "
@@ -162,6 +163,8 @@ def cmd_autograde(course: Course, args: argparse.Namespace) -> int:
         for outcome in _progress(outcomes, len(jobs), show):
             done.append(outcome)
     except KeyboardInterrupt:
+        runner.stop_all_runs()
+        outcomes.close()  # the pool's threads end once their graders are stopped
         print(
             f"interrupted: graded {sum(o.graded for o in done)} of {len(jobs)} submission(s); "
             "the running graders were stopped. Those not graded keep what the gradebook held "

@@ -333,6 +333,10 @@ def main(argv: list[str] | None = None) -> int:
     except (runner.CourseNotFound, CommandError) as err:
         print(f"kvcourse-grade: {err}", file=sys.stderr)
         return EXIT_USAGE
+    except KeyboardInterrupt:  # Ctrl-C outside a step's own handling: stop what runs, quietly
+        runner.stop_all_runs()
+        print("kvcourse-grade: interrupted", file=sys.stderr)
+        return 130
     finally:
         sys.stdout.flush()
 

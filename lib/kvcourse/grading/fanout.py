@@ -53,16 +53,19 @@ def run_local(jobs: Iterable[GradingJob], workers: int) -> Iterator[JobOutcome]:
         raise ValueError(f"workers must be a positive whole number, got {workers!r}")
     jobs = list(jobs)
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="grader")
+    futures: dict = {}
     try:
-        futures = {pool.submit(grade_job, job): job for job in jobs}
+        for job in jobs:
+            futures[pool.submit(grade_job, job)] = job
         for future in as_completed(futures):
             try:
                 yield future.result()
             except Exception as err:  # grade_job catches its own; this is a last guard
                 yield _failed(futures[future], f"{type(err).__name__}: {err}")
-    except KeyboardInterrupt:
-        # Ctrl-C: nothing more starts, and the running graders (each in a session of its own,
-        # so the signal missed them) are stopped with their kernels before the pool waits.
+    except (KeyboardInterrupt, GeneratorExit):
+        # Ctrl-C, wherever it landed: nothing more starts, and the running graders (each in a
+        # session of its own, so the signal missed them) are stopped with their kernels before
+        # the pool waits for its threads.
         for future in futures:
             future.cancel()
         runner.stop_all_runs()

@@ -37,6 +37,8 @@ CONFIG_NAME = "nbgrader_config.py"
 #: nbgrader runs of this process still going, pid -> marker (parallel graders run several).
 _LIVE: dict[int, str] = {}
 _LIVE_LOCK = threading.Lock()
+#: Set by :func:`stop_all_runs`: from then on no new run starts in this process.
+_STOPPING = threading.Event()
 MARKER = "KVCOURSE_GRADING_RUN"
 
 #: Default per-process address-space limit. A kernel that imports numpy, torch, triton and
@@ -109,13 +111,17 @@ class RunResult:
     timed_out: bool
     seconds: float
     log: Path
+    #: True when the run never started because grading was interrupted (Ctrl-C).
+    interrupted: bool = False
 
     @property
     def ok(self) -> bool:
-        return self.returncode == 0 and not self.timed_out
+        return self.returncode == 0 and not self.timed_out and not self.interrupted
 
     def reason(self) -> str:
         """A short account of a failure, for the per-student line."""
+        if self.interrupted:
+            return "not run: grading was interrupted"
         if self.timed_out:
             return f"timed out after {self.seconds:.0f} s"
         if self.returncode is not None and self.returncode < 0:
@@ -194,13 +200,20 @@ def _kill_marked(marker: str) -> int:
 
 def stop_all_runs() -> int:
     """Kill every nbgrader run this process started that is still going, with the kernels and
-    everything else they started (an instructor pressed Ctrl-C); return how many there were."""
+    everything else they started (an instructor pressed Ctrl-C), and start no new one from now
+    on (such a call returns at once, not run); return how many were stopped."""
+    _STOPPING.set()
     with _LIVE_LOCK:
         live = dict(_LIVE)
     for pid, marker in live.items():
         _kill_tree(pid)
         _kill_marked(marker)
     return len(live)
+
+
+def resume_runs() -> None:
+    """Let runs start again after :func:`stop_all_runs` (a new grading command begins)."""
+    _STOPPING.clear()
 
 
 def run_nbgrader(
@@ -223,7 +236,9 @@ def run_nbgrader(
         preexec = _limit_memory(memory_limit)
     started = time.monotonic()
     timed_out = False
-    with open(log, "wb") as out:
+    with open(log, "wb") as out, _LIVE_LOCK:
+        if _STOPPING.is_set():  # the run was interrupted: start nothing more
+            return RunResult(args, None, False, 0.0, log, interrupted=True)
         proc = subprocess.Popen(
             command,
             cwd=root / "grading",
@@ -234,18 +249,18 @@ def run_nbgrader(
             start_new_session=True,
             preexec_fn=preexec,
         )
+        # Registered under the same lock that stop_all_runs takes: no run slips past a stop.
+        _LIVE[proc.pid] = marker
+    try:
+        proc.wait(timeout=timeout or None)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        _kill_tree(proc.pid)
+        proc.wait()
+    finally:
         with _LIVE_LOCK:
-            _LIVE[proc.pid] = marker
-        try:
-            proc.wait(timeout=timeout or None)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill_tree(proc.pid)
-            proc.wait()
-        finally:
-            with _LIVE_LOCK:
-                _LIVE.pop(proc.pid, None)
-            _kill_marked(marker)
+            _LIVE.pop(proc.pid, None)
+        _kill_marked(marker)
     return RunResult(
         args=args,
         returncode=proc.returncode,
