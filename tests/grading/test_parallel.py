@@ -174,6 +174,9 @@ def test_ctrl_c_stops_the_running_graders_and_their_kernels(released, tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # A shell without job control starts background commands with SIGINT ignored, and the
+        # child would inherit that (CI may run so): give it the default, as in a terminal.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     logs = root / "grading" / "logs" / A0
     try:
