@@ -31,11 +31,11 @@ help:
 	@echo "make export     export grades to grading/grades.csv"
 	@echo "make format     apply ruff's formatting and safe fixes"
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml grading/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"
-	$(BIN)/python -m pip install --quiet -e ".[test]"
+	$(BIN)/python -m pip install --quiet -e ".[book,dev]" -e ./grading
 	touch $@
 
 venv: $(VENV)/.installed

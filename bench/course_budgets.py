@@ -70,13 +70,13 @@ def autograde_time(work: Path, assignments: list[str]) -> float:
     shutil.copy2(ROOT / "grading" / "nbgrader_config.py", course / "grading")
     shutil.copytree(ROOT / "solutions", course / "solutions")
     shutil.copytree(ROOT / "notebooks", course / "notebooks")
-    grade = [sys.executable, "-m", "kvcourse.grading.cli", "--course-root", str(course)]
+    grade = [sys.executable, "-m", "kvcourse_grader.cli", "--course-root", str(course)]
     subprocess.run([*grade, "release"], check=True, capture_output=True)
     for assignment in assignments:
         target = course / "grading" / "submitted" / "student" / assignment
         target.mkdir(parents=True)
         shutil.copy2(course / "solutions" / assignment / f"{assignment}.ipynb", target)
-    from kvcourse.grading.sandbox import sandbox_problem
+    from kvcourse_grader.sandbox import sandbox_problem
 
     flags = ["--unsandboxed"] if sandbox_problem() else []  # sandboxed wherever it can be
     start = time.perf_counter()

@@ -30,9 +30,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "lib"))
 
-from kvcourse.grading.fanout import default_workers  # noqa: E402
-from kvcourse.grading.samples import load_samples  # noqa: E402
-from kvcourse.grading.sandbox import sandbox_problem  # noqa: E402
+from kvcourse_grader.fanout import default_workers  # noqa: E402
+from kvcourse_grader.samples import load_samples  # noqa: E402
+from kvcourse_grader.sandbox import sandbox_problem  # noqa: E402
 
 #: Which kind each sample student is, by name; the samples not named are one-mistake solutions.
 HOSTILE = {
@@ -52,7 +52,7 @@ SCORE = re.compile(r"^(\S+)\s+\S+\s+(?:([\d.]+) / ([\d.]+)|(NOT GRADED))", re.M)
 
 
 def grade(course: Path, *args: str) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "kvcourse.grading.cli", "--course-root", str(course), *args]
+    command = [sys.executable, "-m", "kvcourse_grader.cli", "--course-root", str(course), *args]
     return subprocess.run(command, capture_output=True, text=True)
 
 

@@ -25,7 +25,7 @@ from nbgrader.preprocessors import (
     SaveAutoGrades,
 )
 
-from kvcourse.grading.preprocessors import DisablePartialCredit, RedactHiddenTests, RobustExecute
+from kvcourse_grader.preprocessors import DisablePartialCredit, RedactHiddenTests, RobustExecute
 
 c = get_config()  # noqa: F821 -- injected by traitlets when it executes this file
 

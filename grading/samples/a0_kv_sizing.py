@@ -1,4 +1,4 @@
-"""Sample submissions for a0_kv_sizing (see kvcourse.grading.samples).
+"""Sample submissions for a0_kv_sizing (see kvcourse_grader.samples).
 
 Each sample starts from the current student version in notebooks/ and fills the solution cells
 named here; the others take the instructor's solution unless ``default=STUB``. ``passes`` lists the
@@ -6,7 +6,7 @@ test cells that must score. The tests grade all of them in one ``kvcourse-grade 
 ``kvcourse-grade samples --out DIR`` writes them out for a dry run.
 """
 
-from kvcourse.grading.samples import (
+from kvcourse_grader.samples import (
     ANYTHING,
     FORGE_SCORE,
     STUB,
@@ -21,7 +21,7 @@ from kvcourse.grading.samples import (
     raises_first,
     tests_of,
 )
-from kvcourse.grading.sandbox import sandbox_problem
+from kvcourse_grader.sandbox import sandbox_problem
 
 FUNCTIONS = (
     "kv_bytes_per_token",

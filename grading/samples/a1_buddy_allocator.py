@@ -1,4 +1,4 @@
-"""Sample submissions for a1_buddy_allocator (see kvcourse.grading.samples).
+"""Sample submissions for a1_buddy_allocator (see kvcourse_grader.samples).
 
 Each sample starts from the current student version in notebooks/ and fills the solution cells
 named here; the others take the instructor's solution unless ``default=STUB``. ``passes`` lists the
@@ -11,7 +11,7 @@ mistakes show only in the hidden tests or in the simulator, parts that build on 
 library (the reference allocator, the simulator) that must not stand in for the student's code.
 """
 
-from kvcourse.grading.samples import (
+from kvcourse_grader.samples import (
     AGREEABLE,
     ANYTHING,
     COPY_TOOLS,

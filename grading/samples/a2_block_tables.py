@@ -1,4 +1,4 @@
-"""Sample submissions for a2_block_tables (see kvcourse.grading.samples).
+"""Sample submissions for a2_block_tables (see kvcourse_grader.samples).
 
 Each sample starts from the current student version in notebooks/ and fills the solution cells
 named here; the others take the instructor's solution unless ``default=STUB``. ``passes`` lists the
@@ -10,7 +10,7 @@ the samples of a0_kv_sizing; these show what this assignment's tests add: parts 
 each other, and a library that must not stand in for the student's code.
 """
 
-from kvcourse.grading.samples import (
+from kvcourse_grader.samples import (
     COPY_TOOLS,
     FORGE_SCORE,
     SWALLOW_ERRORS,

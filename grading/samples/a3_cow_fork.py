@@ -1,4 +1,4 @@
-"""Sample submissions for a3_cow_fork (see kvcourse.grading.samples).
+"""Sample submissions for a3_cow_fork (see kvcourse_grader.samples).
 
 Each sample starts from the current student version in notebooks/ and fills the solution cells
 named here; the others take the instructor's solution unless ``default=STUB``. ``passes`` lists the
@@ -11,7 +11,7 @@ three parts, and a library reference that must not stand in for the student's ma
 it is called, subclassed, reloaded behind the tests' back or copied function by function.
 """
 
-from kvcourse.grading.samples import (
+from kvcourse_grader.samples import (
     ANYTHING,
     COPY_TOOLS,
     FORGE_SCORE,

@@ -1,4 +1,4 @@
-"""Sample submissions for a4_preemption (see kvcourse.grading.samples).
+"""Sample submissions for a4_preemption (see kvcourse_grader.samples).
 
 Each sample starts from the current student version in notebooks/ and fills the solution cells
 named here; the others take the instructor's solution unless ``default=STUB``. ``passes`` lists the
@@ -12,7 +12,7 @@ then together (Part 5); and a library reference (vLLM's hooks) that must not sta
 student's, whether it is inherited, called or copied function by function.
 """
 
-from kvcourse.grading.samples import (
+from kvcourse_grader.samples import (
     ANYTHING,
     COPY_TOOLS,
     FORGE_SCORE,
@@ -135,6 +135,35 @@ MyScheduler = type(
 )
 """
 
+# --- a student who disarms the harness: the kernel's switched_off a no-op, then the library ---
+#: The test cells' harness rebound in the kernel to a block that switches nothing off, and
+#: choose_victim asked of vLLM's hooks. The visible tests take the rebound one and pass; the
+#: hidden tests run the grader's private copy of the harness, which notices.
+DISARMED_SCHEDULER = """
+import contextlib
+
+import kvcourse.assignment_checks
+import kvcourse.assignment_checks.harness
+import kvcourse.serving
+
+
+@contextlib.contextmanager
+def _switched_on(*owners, **how):
+    yield
+
+
+kvcourse.assignment_checks.harness.switched_off = _switched_on
+kvcourse.assignment_checks.switched_off = _switched_on
+"""
+
+
+def _disarmed(solution: str) -> str:
+    code = replaced(
+        _VICTIM, "        return kvcourse.serving.Scheduler.choose_victim(self, needy)\n"
+    )
+    return DISARMED_SCHEDULER + code(solution)
+
+
 _LATER = ("preempt", "recover", "no_deadlock")
 
 SAMPLES = {
@@ -224,5 +253,15 @@ SAMPLES = {
         about="vLLM's three hooks copied function by function before the tests run",
         cells={"MyScheduler": COPYCAT_SCHEDULER},
         passes=tests_of("ex6"),
+    ),
+    "disarms_harness": Sample(
+        about="the kernel's switched_off rebound to a no-op, then choose_victim asked of vLLM's "
+        "hooks: the visible tests are fooled, the hidden ones run their private harness",
+        cells={"MyScheduler": _disarmed},
+        passes=(
+            *tests_of("ex6", "preempt", "recover"),
+            "test_choose_victim",
+            "test_no_deadlock",
+        ),
     ),
 }

@@ -1,4 +1,4 @@
-"""Sample submissions for a5_prefix_cache (see kvcourse.grading.samples).
+"""Sample submissions for a5_prefix_cache (see kvcourse_grader.samples).
 
 Each sample starts from the current student version in notebooks/ and fills the solution cells
 named here; the others take the instructor's solution unless ``default=STUB``. ``passes`` lists the
@@ -12,7 +12,7 @@ lookup, tested on a cache that never evicts so that an eviction mistake costs on
 part), and traces replayed against a brute-force reference.
 """
 
-from kvcourse.grading.samples import (
+from kvcourse_grader.samples import (
     FORGE_SCORE,
     SWALLOW_ERRORS,
     WHATEVER,

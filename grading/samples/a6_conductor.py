@@ -1,4 +1,4 @@
-"""Sample submissions for a6_conductor (see kvcourse.grading.samples).
+"""Sample submissions for a6_conductor (see kvcourse_grader.samples).
 
 Each sample starts from the current student version in notebooks/ and fills the solution cells
 named here; the others take the instructor's solution unless ``default=STUB``. ``passes`` lists the
@@ -11,7 +11,7 @@ lecture's numbers, one TTFT estimate that every later part builds on, and two Co
 hand-made cluster states, on random states against a brute-force search, and on real traces.
 """
 
-from kvcourse.grading.samples import (
+from kvcourse_grader.samples import (
     FORGE_SCORE,
     SWALLOW_ERRORS,
     WHATEVER,

@@ -19,7 +19,10 @@ It is a stack of layers; a module imports only from its own layer or the ones be
 * :mod:`kvcourse.serving`: the iteration cost model, memory policies, the scheduler and the
   simulations of §3;
 * :mod:`kvcourse.viz`: the book's figures, tables and JupyterLab steppers;
-* :mod:`kvcourse.grading`: the instructor's grading commands (``kvcourse-grade``) and test helpers.
+* :mod:`kvcourse.assignment_checks`: what the assignments' test cells call.
+
+The instructor's grader (``kvcourse-grade``) is a package of its own, ``kvcourse_grader`` in
+``grading/``; students never get it.
 """
 
 __version__ = "0.1.0"

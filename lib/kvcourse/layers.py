@@ -27,7 +27,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("serving", ("serving",)),
     ("cluster", ("cluster",)),
     ("drawings", ("viz",)),
-    ("grading", ("grading",)),
+    ("assignment checks", ("assignment_checks",)),
 )
 
 PACKAGE_DIR = Path(__file__).resolve().parent

@@ -24,7 +24,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from kvcourse.grading.samples import Sample, build_sample
+from kvcourse_grader.samples import Sample, build_sample
 
 pytestmark = pytest.mark.slow
 

@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from grading_course import cli, copy_course, specific  # noqa: E402
 
-from kvcourse.grading.sandbox import sandbox_problem  # noqa: E402
+from kvcourse_grader.sandbox import sandbox_problem  # noqa: E402
 
 
 @pytest.fixture(scope="session")

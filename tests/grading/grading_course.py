@@ -19,7 +19,7 @@ from pathlib import Path
 
 import nbformat
 
-from kvcourse.grading.samples import ALL, expected_scores, grade_points, load_samples
+from kvcourse_grader.samples import ALL, expected_scores, grade_points, load_samples
 
 ROOT = Path(__file__).resolve().parents[2]
 ASSIGNMENTS = sorted(p.parent.name for p in (ROOT / "solutions").glob("*/*.ipynb"))
@@ -68,8 +68,8 @@ SPECIFIC = {
         points=(10, 10),
         # The reference allocator, only to switch it off while student code runs; the simulator
         # of Part 6 and the workloads that build its requests, run as fresh private copies; the
-        # visible cells' helpers (kvcourse.grading.checks).
-        library=("blocks", "serving", "workloads", "grading"),
+        # visible cells' helpers (kvcourse.assignment_checks).
+        library=("blocks", "serving", "workloads", "assignment_checks"),
         hidden_literals=(
             "0.39285714285714285",
             "0.49951171875",
@@ -90,7 +90,7 @@ SPECIFIC = {
         # The pool the student's table runs on; the reference table and attention, only to
         # switch them off while student code runs; the caches and model of Part 4, run as fresh
         # private copies; the visible cells' helpers.
-        library=("blocks", "attention", "kv", "model", "grading"),
+        library=("blocks", "attention", "kv", "model", "assignment_checks"),
         hidden_literals=("0.609375", "2.077079107505071", "1.3678794411714423", "(2, (1, 4, 9))"),
         partial_message="half_block_waste_estimate(16, 493): expected about 0.0162, got 1.62",
         hostile_flags=(
@@ -105,7 +105,7 @@ SPECIFIC = {
         # The pool the student's manager runs on; the reference manager (blocks) and decoding
         # drivers (generation), only to switch them off while student code runs; the sharing
         # cache and the model of Part 6, run as fresh private copies; the visible cells' helpers.
-        library=("blocks", "generation", "kv", "model", "grading"),
+        library=("blocks", "generation", "kv", "model", "assignment_checks"),
         hidden_literals=(
             "4004000",
             "(15, 16, 12, 11)",
@@ -126,7 +126,7 @@ SPECIFIC = {
         # The reference hooks (serving.Scheduler) and Ex 6 (serving.swap_cost), only to switch
         # them off while student code runs; the serving loop, policies and requests the tests
         # build; the visible cells' helpers.
-        library=("serving", "workloads", "grading"),
+        library=("serving", "workloads", "assignment_checks"),
         hidden_literals=("0.0610030080", "(132, 445, 132)", "(102, 13, 126, 0)", "(86, 7, 14, 6)"),
         partial_message="swap_out_seconds(1024, 32): expected 59.154 ms (2,560 copies of "
         "327,680 B), got 29.577 ms",
@@ -136,7 +136,7 @@ SPECIFIC = {
         points=(10, 10),
         # The reference hashing and caches (blocks, cluster), only to switch them off while
         # student code runs; the Mooncake traces of Part 5; the visible cells' helpers.
-        library=("blocks", "cluster", "traces", "grading"),
+        library=("blocks", "cluster", "traces", "assignment_checks"),
         hidden_literals=("[3259, 7059, 22417, 25332]", "(51614, 60209)", "((10, 4, 1), 6)"),
         # the failing check's message: the second block hashed without its parent
         partial_message="'a1458139c046b30bfceddc27cec9d278954774e53eaf9210606f457c12c2664e']. "
@@ -148,7 +148,7 @@ SPECIFIC = {
         # The reference Conductor (cluster) and Ex 8 (sizing), only to switch them off while
         # student code runs; the prefill pool and the Mooncake traces of Part 5; the visible
         # cells' helpers.
-        library=("cluster", "sizing", "traces", "grading"),
+        library=("cluster", "sizing", "traces", "assignment_checks"),
         hidden_literals=("(64712, 28105695, 0, 0)", "(45812, 18373038, 352, 5548850)", "15_360"),
         # the failing check's message: Ex 8's KV bytes without the factor 2 of K and V
         partial_message="Ex 8a: kv_bytes_per_token(80, 8, 128, 2): expected 327680",
@@ -164,7 +164,7 @@ def specific(assignment: str) -> Specific:
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     """Run ``kvcourse-grade`` as an instructor of the course would: a fresh process in ``cwd``."""
     return subprocess.run(
-        [sys.executable, "-m", "kvcourse.grading.cli", *args],
+        [sys.executable, "-m", "kvcourse_grader.cli", *args],
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -288,9 +288,10 @@ def library_names(source: str) -> list[str]:
 
 def below_package_level(name: str, library: Path = LIBRARY) -> bool:
     """Whether ``kvcourse.<package>.<module>...`` names a module inside a library package, which
-    may move while the package's public names stay (kvcourse.grading is the course's own)."""
+    may move while the package's public names stay (kvcourse.assignment_checks is the course's
+    own)."""
     parts = name.split(".")
-    if len(parts) < 3 or parts[1] == "grading" or not (library / parts[1]).is_dir():
+    if len(parts) < 3 or parts[1] == "assignment_checks" or not (library / parts[1]).is_dir():
         return False
     inside = library / parts[1] / parts[2]
     if not (inside.is_dir() or inside.with_suffix(".py").is_file()):

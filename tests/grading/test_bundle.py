@@ -1,4 +1,4 @@
-"""The student bundle (kvcourse.grading.bundle): the released notebooks and the library, never the
+"""The student bundle (kvcourse_grader.bundle): the released notebooks and the library, never the
 solutions, the grading files or the tests; the same bytes from every build; refused when a release
 is missing, stale or leaks, or when it would land among the instructor's files."""
 
@@ -20,9 +20,9 @@ from grading_course import A0, ASSIGNMENTS, ROOT, copy_course, hidden_lines, not
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvcourse.grading import bundle
-from kvcourse.grading.course import CommandError, Course
-from kvcourse.grading.samples import solution_code
+from kvcourse_grader import bundle
+from kvcourse_grader.course import CommandError, Course
+from kvcourse_grader.samples import solution_code
 
 TOP = "kvcourse-student"
 #: nbgrader's region markers as a comment line (the test's own spelling of them).
@@ -108,7 +108,7 @@ def test_bundle_holds_the_releases_the_library_and_nothing_else(built):
         if p.is_file() and not any(j in p.as_posix() for j in JUNK)
     }
     assert {name for name in inside if name.startswith("lib/")} == library
-    assert "lib/kvcourse/grading/checks.py" in library
+    assert "lib/kvcourse/assignment_checks/harness.py" in library
     assert "lib/kvcourse/data/mooncake/conversation_trace.jsonl.gz" in library
     assert {name for name in inside if name.startswith("lab/")} == {
         "lab/jupyter_server_config.json",
@@ -122,6 +122,24 @@ def test_bundle_holds_the_releases_the_library_and_nothing_else(built):
         assert not name.endswith((".db", ".db.lock")) and "samples/" not in name, name
     assert report.kind == "zip" and report.assignments == tuple(ASSIGNMENTS)
     assert report.files == tuple(sorted(inside)) and report.size == report.path.stat().st_size
+
+
+def test_no_grader_module_or_sample_ships(built):
+    """The instructor's grader is a package of its own: none of its modules, none of the sample
+    submissions (hostile ones included) and nothing that imports the grader is in the bundle."""
+    root, (report, _, _) = built
+    inside = {n.removeprefix(f"{TOP}/"): d for n, d in members(report.path).items()}
+    grader = sorted((ROOT / "grading" / "kvcourse_grader").rglob("*.py"))
+    samples = sorted((ROOT / "grading" / "samples").glob("*.py"))
+    assert len(grader) > 10 and len(samples) >= 7
+    shipped = set(inside.values())
+    for path in grader + samples:
+        assert path.read_bytes() not in shipped, path
+    for name, data in inside.items():
+        assert "kvcourse_grader" not in name and "samples" not in name, name
+        if name.endswith((".py", ".ipynb")):
+            text = data.decode("utf-8").replace('\\n",', "\n")  # a notebook's lines, too
+            assert not re.search(r"^\W*(from|import) kvcourse_grader", text, re.M), name
 
 
 def test_no_solution_code_hidden_tests_or_markers_in_it(built):
@@ -213,8 +231,8 @@ def test_the_library_is_imported_from_the_bundle(built, tmp_path):
             given_code.append("".join(cell["source"]))
     assert any("from kvcourse.cluster import" in code for code in given_code)
     script = "\n".join(given_code) + (
-        "\nimport kvcourse, kvcourse.grading.checks, kvcourse.traces\n"
-        "print(kvcourse.__file__)\nprint(kvcourse.grading.checks.__file__)\n"
+        "\nimport kvcourse, kvcourse.assignment_checks, kvcourse.traces\n"
+        "print(kvcourse.__file__)\nprint(kvcourse.assignment_checks.__file__)\n"
         "print(kvcourse.traces.load_mooncake_trace('conversation').num_requests)\n"
     )
     result = subprocess.run(
@@ -243,7 +261,7 @@ def test_pip_installs_the_bundle(built, tmp_path):
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
-    assert (target / "kvcourse" / "grading" / "checks.py").is_file()
+    assert (target / "kvcourse" / "assignment_checks" / "harness.py").is_file()
     assert sorted(p.name for p in (target / "kvcourse" / "data" / "mooncake").glob("*.gz")) == [
         "conversation_trace.jsonl.gz",
         "synthetic_trace.jsonl.gz",
@@ -380,7 +398,7 @@ def test_zip_holds_the_files_in_order_and_the_same_bytes_every_time(files):
 
 
 def test_kvcourse_grade_bundle_runs_from_the_command_line(course, tmp_path, capsys):
-    from kvcourse.grading.cli import main
+    from kvcourse_grader.cli import main
 
     out = tmp_path / "hand-out" / "kvcourse-student.zip"
     assert main(["--course-root", str(course.root), "bundle", "--out", str(out)]) == 0

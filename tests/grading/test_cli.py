@@ -1,6 +1,6 @@
 """`kvcourse-grade` as an instructor runs it: finding the course, collecting submissions (from
 files, zips and folders), the per-student limits, and the pieces behind the commands
-(kvcourse.grading.course, kvcourse.grading.collect)."""
+(kvcourse_grader.course, kvcourse_grader.collect)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import pytest
 from grading_course import A0, ROOT, cli, copy_course
 from nbformat.v4 import new_code_cell, new_notebook, new_output
 
-from kvcourse.grading import collect, runner
-from kvcourse.grading.cli import build_parser
-from kvcourse.grading.course import CommandError, Course, point_split, run_notes
+from kvcourse_grader import collect, runner
+from kvcourse_grader.cli import build_parser
+from kvcourse_grader.course import CommandError, Course, point_split, run_notes
 
 
 # -------------------------------------------------------------------------------- no nbgrader

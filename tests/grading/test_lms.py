@@ -1,5 +1,5 @@
 """Submissions in from Canvas, Moodle and nbgrader's exchange, grades out to Canvas and Moodle
-(kvcourse.grading.lms_in, kvcourse.grading.lms_out and `kvcourse-grade collect/export`).
+(kvcourse_grader.lms_in, kvcourse_grader.lms_out and `kvcourse-grade collect/export`).
 
 The zips are built here with zipfile, hostile members included; the gradebook is nbgrader's own,
 filled through its API (a release would take seconds), except in the one slow end-to-end test.
@@ -23,10 +23,10 @@ from grading_course import A0, ROOT, cli, copy_course
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvcourse.grading import lms_in, lms_out
-from kvcourse.grading.cli import main
-from kvcourse.grading.collect import MAX_NOTEBOOK_BYTES
-from kvcourse.grading.course import Course
+from kvcourse_grader import lms_in, lms_out
+from kvcourse_grader.cli import main
+from kvcourse_grader.collect import MAX_NOTEBOOK_BYTES
+from kvcourse_grader.course import Course
 
 NB = (ROOT / "solutions" / A0 / f"{A0}.ipynb").read_bytes()
 #: The same notebook, told apart by a trailing newline (still valid JSON).

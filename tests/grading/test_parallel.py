@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from grading_course import A0, LINUX, autograde_line, cli, expected_for
 
-from kvcourse.grading import fanout, gradebook_lock
-from kvcourse.grading.sandbox import sandbox_problem
+from kvcourse_grader import fanout, gradebook_lock
+from kvcourse_grader.sandbox import sandbox_problem
 
 slow = pytest.mark.slow  # runs nbgrader
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -167,7 +167,7 @@ def test_ctrl_c_stops_the_running_graders_and_their_kernels(released, tmp_path):
     for name in ("loops2", "loops3"):  # three students whose cells never end
         shutil.copy2(inbox / "loops.ipynb", inbox / f"{name}.ipynb")
     assert cli("collect", str(inbox), "--assignment", A0, cwd=root).returncode == 0
-    command = [sys.executable, "-m", "kvcourse.grading.cli", "autograde", A0, "--workers", "2"]
+    command = [sys.executable, "-m", "kvcourse_grader.cli", "autograde", A0, "--workers", "2"]
     run = subprocess.Popen(
         [*command, "--cell-timeout", "600", *SANDBOX],
         cwd=root,

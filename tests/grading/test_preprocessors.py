@@ -1,10 +1,10 @@
-"""kvcourse.grading.preprocessors, one cell at a time, without nbgrader's pipeline."""
+"""kvcourse_grader.preprocessors, one cell at a time, without nbgrader's pipeline."""
 
 from __future__ import annotations
 
 from nbformat.v4 import new_code_cell, new_output
 
-from kvcourse.grading.preprocessors import DisablePartialCredit, RedactHiddenTests
+from kvcourse_grader.preprocessors import DisablePartialCredit, RedactHiddenTests
 
 
 def test_redact_hidden_tests_keeps_comment_and_replaces_outputs():
@@ -45,7 +45,7 @@ def _stream(text: str, name: str = "stdout") -> dict:
 
 
 def test_output_cap_drops_a_flood_but_keeps_errors_and_the_stderr_failure():
-    from kvcourse.grading.preprocessors import RobustExecute
+    from kvcourse_grader.preprocessors import RobustExecute
 
     execute = RobustExecute(max_output_bytes=100)
     execute.reset_execution_trackers()

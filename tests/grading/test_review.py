@@ -1,12 +1,12 @@
-"""kvcourse.grading.review: quiet for the instructor's solutions, loud for the known tricks."""
+"""kvcourse_grader.review: quiet for the instructor's solutions, loud for the known tricks."""
 
 from __future__ import annotations
 
 import pytest
 from grading_course import ASSIGNMENTS, ROOT, notebook
 
-from kvcourse.grading.review import review_source
-from kvcourse.grading.samples import solution_code
+from kvcourse_grader.review import review_source
+from kvcourse_grader.samples import solution_code
 
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
@@ -30,10 +30,10 @@ def test_review_is_quiet_for_the_solution_and_loud_for_tricks(assignment):
 
 def test_review_flags_rewriting_the_test_helpers():
     code = (
-        "import kvcourse.grading.checks\n"
-        "kvcourse.grading.checks.switched_off = lambda *a, **k: None\n"
+        "import kvcourse.assignment_checks\n"
+        "kvcourse.assignment_checks.switched_off = lambda *a, **k: None\n"
     )
-    assert "assigns kvcourse.grading.checks.switched_off" in review_source(code, set())
+    assert "assigns kvcourse.assignment_checks.switched_off" in review_source(code, set())
 
 
 def test_review_flags_rewriting_through_the_attribute_dict():

@@ -1,4 +1,4 @@
-"""kvcourse.grading.runner: sizes, the environment of a grading run, and the memory limit."""
+"""kvcourse_grader.runner: sizes, the environment of a grading run, and the memory limit."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from grading_course import LINUX
 
-from kvcourse.grading import runner
+from kvcourse_grader import runner
 
 
 @pytest.mark.parametrize(

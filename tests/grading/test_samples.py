@@ -28,9 +28,9 @@ from grading_course import (
     specific,
 )
 
-from kvcourse.grading import samples
-from kvcourse.grading.review import review_notebook, review_source
-from kvcourse.grading.samples import build_sample, load_samples
+from kvcourse_grader import samples
+from kvcourse_grader.review import review_notebook, review_source
+from kvcourse_grader.samples import build_sample, load_samples
 
 slow = pytest.mark.slow  # runs nbgrader
 

@@ -13,7 +13,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from kvcourse.grading import sandbox
+from kvcourse_grader import sandbox
 
 slow = pytest.mark.slow
 PROBLEM = sandbox.sandbox_problem()

@@ -3,6 +3,7 @@ student cannot fool by rewriting the library (no nbgrader runs here)."""
 
 from __future__ import annotations
 
+import ast
 import re
 import shutil
 import subprocess
@@ -21,7 +22,8 @@ from grading_course import (
     specific,
 )
 
-from kvcourse.grading.samples import grade_points
+from kvcourse_grader.hidden_harness import HARNESS_MODULE, harness_imports
+from kvcourse_grader.samples import grade_points
 
 
 def test_library_names_are_found_and_judged(tmp_path):
@@ -33,11 +35,19 @@ def test_library_names_are_found_and_judged(tmp_path):
         "kvcourse.kv.cache",
         "kvcourse.model.Tiny",
     } <= set(names)
-    for package, module in [("blocks", "pool.py"), ("kv", "cache.py"), ("grading", "checks.py")]:
+    for package, module in [
+        ("blocks", "pool.py"),
+        ("kv", "cache.py"),
+        ("assignment_checks", "harness.py"),
+    ]:
         (tmp_path / package).mkdir()
         (tmp_path / package / module).write_text("")
     (tmp_path / "model.py").write_text("")
-    deep = {n for n in [*names, "kvcourse.grading.checks"] if below_package_level(n, tmp_path)}
+    deep = {
+        n
+        for n in [*names, "kvcourse.assignment_checks.harness"]
+        if below_package_level(n, tmp_path)
+    }
     assert deep == {"kvcourse.blocks.pool", "kvcourse.kv.cache"}
     assert not below_package_level("kvcourse.blocks.BlockPool", tmp_path)
 
@@ -75,15 +85,45 @@ def test_cells_name_the_library_at_package_level(assignment):
             assert not deep, (cell.metadata.get("nbgrader", {}).get("grade_id"), deep)
 
 
+#: What only the harness may do: switch functions off, watch calls, build module copies.
+HARNESS_PRIMITIVES = ("setprofile", "settrace", "__code__", "spec_from_file_location", "meta_path")
+#: Names of the harness's own functions, and of the copies hidden cells used to carry.
+HARNESS_NAMES = {"switched_off", "library_switched_off", "fresh_copy", "stand_in", "module_of"}
+
+
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
-def test_hidden_cells_carry_their_own_harness(assignment):
-    """A student can rebind kvcourse.grading's helpers before the tests run, but cannot reach
-    code that exists only inside a hidden cell: hidden cells use none of the helpers."""
+def test_hidden_cells_use_the_one_harness(assignment):
+    """A student can rebind the library's helpers before the tests run, so a hidden cell takes
+    none of them from the kernel: it names the harness with one import, which the grader replaces
+    with a private copy at autograde (kvcourse_grader.hidden_harness), and carries no harness of
+    its own; everything else in it is its checks."""
     source = notebook(ROOT, "solutions", assignment)
     for cell in graded_cells(source, hidden=True):
-        named = library_names(cell.source)
-        assert not [n for n in named if n.startswith("kvcourse.grading")], cell.metadata
-        assert "kvcourse.grading" not in cell.source, cell.metadata["nbgrader"]["grade_id"]
+        grade_id = cell.metadata["nbgrader"]["grade_id"]
+        region = cell.source.split("### BEGIN HIDDEN TESTS")[1].split("### END HIDDEN TESTS")[0]
+        tree = ast.parse(region)
+        defined = {
+            node.name
+            for node in ast.walk(tree)
+            if isinstance(node, ast.FunctionDef | ast.ClassDef | ast.AsyncFunctionDef)
+        }
+        assert not defined & HARNESS_NAMES, (grade_id, defined & HARNESS_NAMES)
+        assert not [p for p in HARNESS_PRIMITIVES if p in region], grade_id
+        imports = harness_imports(cell.source)
+        imported = {name for _, _, names in imports for name in names}
+        used = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)} & HARNESS_NAMES
+        assert used <= imported, (grade_id, "uses the harness without its import", used)
+        # The library's other helpers could be rewritten by the student: hidden cells use none.
+        checks = [n for n in library_names(region) if n.startswith("kvcourse.assignment_checks")]
+        assert set(checks) <= {HARNESS_MODULE, *(f"{HARNESS_MODULE}.{n}" for n in imported)}, (
+            grade_id,
+            checks,
+        )
+        # Switching the reference off also watches for copies of it made before the tests ran.
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "switched_off":
+                watch = {k.arg: ast.unparse(k.value) for k in node.keywords}.get("watch")
+                assert watch == "True", (grade_id, "switched_off(..., watch=True)")
 
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)

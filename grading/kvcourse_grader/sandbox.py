@@ -13,7 +13,7 @@ The kernel talks to nbgrader over ZeroMQ *IPC* sockets (Unix sockets in a privat
 into the sandbox) instead of TCP on loopback, since a network namespace cuts loopback too; and it
 is interrupted by an ``interrupt_request`` message rather than a signal, since a signal sent to
 the sandbox would stop bubblewrap with it. Time and memory limits stay those of
-:mod:`kvcourse.grading.runner`: the kernel inherits them.
+:mod:`kvcourse_grader.runner`: the kernel inherits them.
 
 ``kvcourse-grade autograde`` uses :class:`SandboxedKernelManager` for every kernel; where
 bubblewrap is missing or cannot create namespaces (:func:`sandbox_problem` says why) it refuses to
@@ -45,7 +45,7 @@ __all__ = [
 HIDDEN_FOLDERS = ("solutions", "grading", "tests", ".git")
 
 #: The dotted name nbgrader is given for the kernel manager.
-SANDBOX_CLASS = "kvcourse.grading.sandbox.SandboxedKernelManager"
+SANDBOX_CLASS = "kvcourse_grader.sandbox.SandboxedKernelManager"
 
 #: Environment variable naming the bubblewrap binary (default: ``bwrap`` on the PATH).
 BWRAP_ENV = "KVCOURSE_BWRAP"
@@ -146,7 +146,7 @@ class SandboxedKernelManager(AsyncKernelManager):
     def _root(self, workdir: Path) -> Path:
         if self.course_root:
             return Path(self.course_root).resolve()
-        from kvcourse.grading.runner import find_course_root
+        from kvcourse_grader.runner import find_course_root
 
         return find_course_root(workdir)
 

@@ -1,24 +1,20 @@
-"""Helpers for the assignments' visible test cells, so that each cell reads as the checks it makes.
+"""The test harness: the library's reference switched off while a student's code runs, and fresh
+copies of library modules that nothing done in the kernel has touched.
 
-A visible test cell imports what it needs from here, then checks the student's code against
-literals from the worked answers. Every helper that can fail says what was expected, what came
-back and, where one helps, a hint. Three kinds of helper:
+* :func:`switched_off`: while a block runs, the library's functions of the given modules, classes
+  or functions raise ("your code called the course library's reference ..."); with ``watch``, a
+  profiler also notices calls into *copies* of them and code that unhooks it;
+* :func:`fresh_copy`: private copies of library modules compiled from their source files (a
+  simulator the student's class is run on, whatever the kernel did to the library);
+* :func:`stand_in`: the test's own online-softmax step inside a student's blockwise attention;
+* :func:`module_of`: the module that defines a library object, wherever the library keeps it.
 
-* the harness: :func:`switched_off` (the library's reference raises while the student's code
-  runs), :func:`module_of`, :func:`stand_in` (the test's own step inside the student's walk) and
-  :func:`fresh_copy` (a private copy of library modules, built from their source files, that
-  nothing done in the kernel has touched);
-* plain values: :func:`as_int`, :func:`as_float`, :func:`as_int_or_none`, :func:`as_int_list`,
-  :func:`as_int_pairs` turn what came back into plain Python values (or fail saying what it was),
-  so comparisons never run an ``__eq__`` the student wrote; :func:`expect_equal` and
-  :func:`expect_error` fail with the course's message shape;
-* readers of the course's interfaces: :func:`arena_state` (a contiguous allocator),
-  :func:`table_state` (a block table), :func:`manager_state`, :func:`block_tables` and
-  :func:`cow_count` (a block manager with fork and copy-on-write).
-
-Only the visible cells use this module. A student can rebind anything here before the visible
-tests run, so what protects the grade stays where a student cannot reach it: the hidden-test cells
-carry their own copy of the harness, and the grader's review flags code that rewrites modules.
+Visible and hidden test cells use this one module. A visible cell imports it like any other. A
+hidden cell imports it too (``from kvcourse.assignment_checks.harness import ...``), but at
+autograde the grader replaces that import with a private instance of this file, compiled from the
+grading machine's copy: whatever the student's code did to the kernel's modules, the hidden tests
+run the harness as written here. So this module imports nothing but the standard library (torch
+only inside :func:`stand_in`), and a test holds it to that.
 """
 
 from __future__ import annotations
@@ -26,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import importlib
 import importlib.util
-import numbers
 import pkgutil
 import sys
 import types
@@ -236,14 +231,14 @@ def fresh_copy(*names: str, share: Iterable[str] = ()) -> FreshCopy:
     """Private copies of library modules, run from their source files.
 
     Copies the modules ``names`` (a package with every module below it) and every library module
-    they import, except those under ``share`` (and :mod:`kvcourse.grading`), which stay the
-    kernel's own: ``fresh_copy("kvcourse.serving", "kvcourse.workloads")`` is a simulator, with
+    they import, except those under ``share`` (and :mod:`kvcourse.assignment_checks`), which stay
+    the kernel's own: ``fresh_copy("kvcourse.serving", "kvcourse.workloads")`` is a simulator, with
     the allocators, sizes and request generators it imports, as the source files say, whatever
     was done to the library in this kernel. The copies import each other; the kernel's modules are
     left exactly as they were (``sys.modules`` and the ``kvcourse`` package's attributes included).
     """
 
-    keep = ("kvcourse.grading", *share)
+    keep = ("kvcourse.assignment_checks", *share)
 
     def copied(name: str) -> bool:
         return name.startswith("kvcourse.") and not any(
@@ -275,125 +270,3 @@ def fresh_copy(*names: str, share: Iterable[str] = ()) -> FreshCopy:
             if id(value) in made:
                 setattr(top, attr, before[attr]) if attr in before else delattr(top, attr)
     return FreshCopy(copies)
-
-
-# ------------------------------------------------------------------------------------ plain values
-def _fail(what: str, expected: str, value: object, hint: str | None = None) -> AssertionError:
-    return AssertionError(
-        f"{what}: expected {expected}, got {value!r}" + (f". Hint: {hint}" if hint else "")
-    )
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-def _not_a(kind: str, value: object, what: str, hint: str | None) -> AssertionError:
-    return AssertionError(
-        f"{what}: expected {kind}, got {value!r} of type {type(value).__name__}."
-        + (f" Hint: {hint}" if hint else "")
-    )
-
-
-def as_int(value: object, what: str, hint: str | None = None) -> int:
-    """``value`` as a plain ``int``; fails unless it is an integer (``bool`` is not one): "{what}:
-    expected an int, got {value!r} of type {type}. Hint: {hint}"."""
-    if not _is_int(value):
-        raise _not_a("an int", value, what, hint)
-    return int(value)
-
-
-def as_float(value: object, what: str, hint: str | None = None) -> float:
-    """``value`` as a plain ``float``; fails unless it is a real number (not a ``bool``): "{what}:
-    expected a float, got {value!r} of type {type}. Hint: {hint}"."""
-    if not isinstance(value, numbers.Real) or isinstance(value, bool):
-        raise _not_a("a float", value, what, hint)
-    return float(value)
-
-
-def as_int_or_none(value: object, what: str, hint: str | None = None) -> int | None:
-    """``value`` as a plain ``int``, or ``None``; fails for anything else."""
-    if value is not None and not _is_int(value):
-        raise _fail(what, "an int or None", value, hint)
-    return None if value is None else int(value)
-
-
-def as_int_list(
-    value: object, what: str, kind: str = "a list of int", hint: str | None = None
-) -> list[int]:
-    """``value`` (a list or tuple of integers) as a list of plain ``int``; fails otherwise,
-    saying that ``kind`` was expected."""
-    if not isinstance(value, list | tuple) or not all(_is_int(x) for x in value):
-        raise _fail(what, kind, value, hint)
-    return [int(x) for x in value]
-
-
-def as_int_pairs(
-    value: object,
-    what: str,
-    kind: str = "a list of (offset, size) tuples of int",
-    hint: str | None = None,
-) -> list[tuple[int, int]]:
-    """``value`` (a list of 2-tuples of integers) as a list of plain ``(int, int)``; fails
-    otherwise, saying that ``kind`` was expected."""
-    if not isinstance(value, list | tuple) or not all(
-        isinstance(p, tuple) and len(p) == 2 and all(_is_int(x) for x in p) for p in value
-    ):
-        raise _fail(what, kind, value, hint)
-    return [(int(a), int(b)) for a, b in value]
-
-
-def expect_equal(got: object, expected: object, what: str, hint: str, *, label: str = "") -> None:
-    """Fail unless ``got == expected`` (give plain values: ``expected`` is a literal and ``got``
-    comes from the helpers above): "{what}: expected {label}{expected}, got {got}. Hint: {hint}"."""
-    if not got == expected:
-        raise AssertionError(f"{what}: expected {label}{expected}, got {got}. Hint: {hint}")
-
-
-def expect_error(error: type[BaseException], call: Callable[[], object], what: str, hint: str):
-    """Run ``call()``; fail unless it raises ``error``: "{what}: expected {error}, but it
-    returned. Hint: {hint}". Another exception propagates, with its own traceback."""
-    try:
-        call()
-    except error:
-        return
-    raise AssertionError(f"{what}: expected {error.__name__}, but it returned. Hint: {hint}")
-
-
-# ---------------------------------------------------------------------- readers of the interfaces
-def arena_state(arena: object, what: str) -> tuple[int, list[tuple[int, int]]]:
-    """``(free_slots(), free_blocks())`` of a contiguous allocator, in plain ints."""
-    blocks = as_int_pairs(arena.free_blocks(), f"{what}: free_blocks()")
-    return as_int(arena.free_slots(), f"{what}: free_slots()"), blocks
-
-
-def table_state(table: object, what: str) -> tuple[int, list[int], int]:
-    """``(num_tokens, block_ids, wasted_slots)`` of a block table, in plain ints."""
-    return (
-        as_int(table.num_tokens, f"{what}: num_tokens"),
-        as_int_list(table.block_ids, f"{what}: block_ids", "a list of int block ids"),
-        as_int(table.wasted_slots, f"{what}: wasted_slots"),
-    )
-
-
-def manager_state(manager: object, seq_id: object, what: str) -> tuple[int, list[int]]:
-    """``(num_tokens(seq_id), block_ids(seq_id))`` of a block manager, in plain ints."""
-    ids = as_int_list(
-        manager.block_ids(seq_id), f"{what}: block_ids({seq_id!r})", "a list of int block ids"
-    )
-    return as_int(manager.num_tokens(seq_id), f"{what}: num_tokens({seq_id!r})"), ids
-
-
-def block_tables(manager: object, seq_ids: Iterable[object], what: str) -> list[list[int]]:
-    """Each sequence's ``block_ids``, as lists of plain ints."""
-    return [
-        as_int_list(
-            manager.block_ids(seq_id), f"{what}: block_ids({seq_id!r})", "a list of int block ids"
-        )
-        for seq_id in seq_ids
-    ]
-
-
-def cow_count(manager: object, what: str) -> int:
-    """A block manager's ``cow_count``, as a plain int."""
-    return as_int(manager.cow_count, f"{what}: cow_count")

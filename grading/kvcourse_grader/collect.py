@@ -4,9 +4,9 @@ An inbox holds ``<student>.ipynb``, ``<student>.zip`` or ``<student>/…`` (the 
 below). :func:`read_entry` finds the assignment's notebook in one entry and checks it is a notebook
 of sane size; :func:`store` puts it where nbgrader looks, ``grading/submitted/<student>/<A>/``.
 :func:`inbox_entries` reads a whole inbox into :class:`Taken` and :class:`Refused` records, the same
-records :mod:`kvcourse.grading.lms_in` makes from an LMS zip or nbgrader's exchange, and
+records :mod:`kvcourse_grader.lms_in` makes from an LMS zip or nbgrader's exchange, and
 :func:`store_all` stores them, prints one line each and records the students' names.
-``kvcourse-grade collect`` (:mod:`kvcourse.grading.cli`) puts them together.
+``kvcourse-grade collect`` (:mod:`kvcourse_grader.cli`) puts them together.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from kvcourse.grading.course import STUDENT_ID, CommandError, Course
+from kvcourse_grader.course import STUDENT_ID, CommandError, Course
 
 __all__ = [
     "ENTRY_ERRORS",

@@ -10,8 +10,8 @@ parallel graders run one after the other, each in milliseconds, while the notebo
 execute in parallel. A server database (PostgreSQL) handles concurrency itself and takes no lock.
 
 :func:`serialize_sqlite_sessions` installs the lock in this process (``kvcourse-grade`` does, for
-its own reads); ``python -m kvcourse.grading.gradebook_lock ARGS`` is ``nbgrader ARGS`` with it
-installed, which is how :mod:`kvcourse.grading.runner` starts nbgrader.
+its own reads); ``python -m kvcourse_grader.gradebook_lock ARGS`` is ``nbgrader ARGS`` with it
+installed, which is how :mod:`kvcourse_grader.runner` starts nbgrader.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ the grades out for Canvas's gradebook import (``Student, ID, SIS User ID, SIS Lo
 one column per assignment headed by its name, and a ``Points Possible`` row); :func:`moodle_table`
 for one assignment's offline grading worksheet (``Identifier`` = ``Participant <id>``, ``Full
 name``, ``Grade``, ``Maximum Grade``, ...). Students collected from Canvas or Moodle
-(:mod:`kvcourse.grading.lms_in`) have the LMS's ids, so their rows match on import. A student
+(:mod:`kvcourse_grader.lms_in`) have the LMS's ids, so their rows match on import. A student
 without a submission gets an empty grade, which both systems leave unchanged.
 """
 

@@ -12,10 +12,10 @@ Every step runs nbgrader in ``<root>/grading`` (where ``nbgrader_config.py`` is)
 found from the current directory upward, or given with ``--course-root``. Each step prints what it
 did and exits non-zero when it failed; ``autograde`` also when some student could not be graded.
 
-This module holds the commands and their arguments; :mod:`kvcourse.grading.course` the course's
-folders and notebooks, :mod:`kvcourse.grading.collect` the reading of submissions, and
-:mod:`kvcourse.grading.autograde` the parallel grading of submissions (with
-:mod:`kvcourse.grading.jobs` and :mod:`kvcourse.grading.fanout`), and :mod:`kvcourse.grading.runner`
+This module holds the commands and their arguments; :mod:`kvcourse_grader.course` the course's
+folders and notebooks, :mod:`kvcourse_grader.collect` the reading of submissions, and
+:mod:`kvcourse_grader.autograde` the parallel grading of submissions (with
+:mod:`kvcourse_grader.jobs` and :mod:`kvcourse_grader.fanout`), and :mod:`kvcourse_grader.runner`
 the nbgrader processes.
 """
 
@@ -26,11 +26,11 @@ import os
 import sys
 from pathlib import Path
 
-from kvcourse.grading import collect, runner
-from kvcourse.grading.autograde import cmd_autograde
-from kvcourse.grading.bundle import add_bundle_parser
-from kvcourse.grading.course import CommandError, Course, point_split
-from kvcourse.grading.gradebook_lock import serialize_sqlite_sessions
+from kvcourse_grader import collect, runner
+from kvcourse_grader.autograde import cmd_autograde
+from kvcourse_grader.bundle import add_bundle_parser
+from kvcourse_grader.course import CommandError, Course, point_split
+from kvcourse_grader.gradebook_lock import serialize_sqlite_sessions
 
 __all__ = ["CommandError", "Course", "build_parser", "main"]
 
@@ -67,7 +67,7 @@ def cmd_release(course: Course, args: argparse.Namespace) -> int:
 
 # --------------------------------------------------------------------------------------- samples
 def cmd_samples(course: Course, args: argparse.Namespace) -> int:
-    from kvcourse.grading import samples
+    from kvcourse_grader import samples
 
     (assignment,) = course.assignments([args.assignment])
     if not (course.release / assignment / f"{assignment}.ipynb").is_file():
@@ -92,7 +92,7 @@ def _one_assignment(course: Course, wanted: str | None) -> str:
 
 
 def cmd_collect(course: Course, args: argparse.Namespace) -> int:
-    from kvcourse.grading import lms_in
+    from kvcourse_grader import lms_in
 
     assignment = _one_assignment(course, args.assignment)
     if (args.path is None) == (args.exchange is None):
@@ -135,7 +135,7 @@ def cmd_feedback(course: Course, args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------------------------- export
 def _export_lms(course: Course, args: argparse.Namespace) -> int:
-    from kvcourse.grading import lms_out
+    from kvcourse_grader import lms_out
 
     assignment = course.assignments([args.assignment])[0] if args.assignment else None
     if args.lms == "moodle" and assignment is None:

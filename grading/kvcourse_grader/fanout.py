@@ -1,6 +1,6 @@
 """Grading many students at once: on this machine's cores, or over a Dask distributed cluster.
 
-Every :class:`~kvcourse.grading.jobs.GradingJob` is independent (its own nbgrader process, its
+Every :class:`~kvcourse_grader.jobs.GradingJob` is independent (its own nbgrader process, its
 own sandboxed kernel, its own folders); only the gradebook is shared. :func:`run_local` runs jobs
 on a pool of threads, each waiting on one nbgrader process, so ``workers`` students are graded at
 a time. :func:`run_dask` hands the same jobs to the workers of a Dask ``distributed`` cluster
@@ -17,8 +17,8 @@ import uuid
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
-from kvcourse.grading import runner
-from kvcourse.grading.jobs import GradingJob, JobOutcome, grade_job
+from kvcourse_grader import runner
+from kvcourse_grader.jobs import GradingJob, JobOutcome, grade_job
 
 __all__ = ["MEMORY_PER_WORKER", "cluster_size", "default_workers", "run_dask", "run_local"]
 

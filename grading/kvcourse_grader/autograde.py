@@ -1,14 +1,14 @@
 """``kvcourse-grade autograde``: every submission graded, many at a time, into one gradebook.
 
-The command gathers one :class:`~kvcourse.grading.jobs.GradingJob` per student and assignment,
+The command gathers one :class:`~kvcourse_grader.jobs.GradingJob` per student and assignment,
 checks the gradebook knows each assignment and every student (creating the students first, so
 parallel graders never race to add the same one), and hands the jobs to
-:mod:`kvcourse.grading.fanout`: ``--workers N`` students at a time on this machine (default: the
+:mod:`kvcourse_grader.fanout`: ``--workers N`` students at a time on this machine (default: the
 CPU count, fewer if memory is short), or ``--dask ADDRESS`` over a Dask cluster writing to one
 PostgreSQL gradebook. A progress bar runs on a terminal; every finished student prints one line
 (score, seconds, run-time troubles, review flags, or NOT GRADED and why), in the order they
 finish, and a summary ends the run. Each student kernel runs in the bubblewrap sandbox of
-:mod:`kvcourse.grading.sandbox` unless ``--unsandboxed`` is given.
+:mod:`kvcourse_grader.sandbox` unless ``--unsandboxed`` is given.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import argparse
 import sys
 import time
 
-from kvcourse.grading import fanout, runner
-from kvcourse.grading.course import STUDENT_ID, CommandError, Course
-from kvcourse.grading.jobs import GradingJob, JobOutcome
+from kvcourse_grader import fanout, runner
+from kvcourse_grader.course import STUDENT_ID, CommandError, Course
+from kvcourse_grader.jobs import GradingJob, JobOutcome
 
 __all__ = ["cmd_autograde", "sandbox_flags"]
 
@@ -29,7 +29,7 @@ EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
 def sandbox_flags(course: Course, unsandboxed: bool) -> list[str]:
     """nbgrader options that run every student kernel in the sandbox; [] with ``--unsandboxed``,
     after a loud warning. Refuses (CommandError) when the sandbox is unavailable and not waived."""
-    from kvcourse.grading import sandbox
+    from kvcourse_grader import sandbox
 
     if unsandboxed:
         print(
@@ -55,7 +55,7 @@ def sandbox_flags(course: Course, unsandboxed: bool) -> list[str]:
 def _jobs(course: Course, args: argparse.Namespace, nb_args: list[str]) -> list[GradingJob]:
     from nbgrader.api import MissingEntry
 
-    from kvcourse.grading.review import protected_ids
+    from kvcourse_grader.review import protected_ids
 
     jobs = []
     for assignment in course.assignments(args.assignments):

@@ -5,8 +5,8 @@ objects the student made.
 
 from __future__ import annotations
 
+from kvcourse.assignment_checks.values import as_float, as_int, as_int_or_none
 from kvcourse.cluster.conductor import Decision
-from kvcourse.grading.checks import as_float, as_int, as_int_or_none
 
 __all__ = ["decision_summary"]
 

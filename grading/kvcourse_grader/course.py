@@ -2,7 +2,7 @@
 and what a notebook says about its points and about how its run went.
 
 ``grading/nbgrader_config.py`` sets the layout; :class:`Course` reads it back, so every
-``kvcourse-grade`` step (:mod:`kvcourse.grading.cli`) works on the same folders as plain nbgrader.
+``kvcourse-grade`` step (:mod:`kvcourse_grader.cli`) works on the same folders as plain nbgrader.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from kvcourse.grading import runner
+from kvcourse_grader import runner
 
 #: A student id: a folder name and a gradebook key, so letters, digits and ``_ . @ + -`` only.
 STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@+-]*$")

@@ -2,8 +2,8 @@
 
 import pytest
 
+from kvcourse.assignment_checks import decision_summary
 from kvcourse.cluster import Decision
-from kvcourse.grading.conductor_checks import decision_summary
 
 
 class Sneaky(int):

@@ -1,10 +1,10 @@
-"""The visible-cell helpers of assignment a4 (kvcourse.grading.serving_checks)."""
+"""The visible-cell helpers of assignment a4 (kvcourse.assignment_checks)."""
 
 from __future__ import annotations
 
 import pytest
 
-from kvcourse.grading.serving_checks import letters, name_of, progress, serve
+from kvcourse.assignment_checks import letters, name_of, progress, serve
 from kvcourse.serving import IterationCost, PagedPolicy, PreemptEarliest, Scheduler
 from kvcourse.viz import PREEMPTION_DEMO
 from kvcourse.workloads import Request, sharegpt_like

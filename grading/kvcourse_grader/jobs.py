@@ -3,7 +3,7 @@
 A :class:`GradingJob` is a plain, picklable record (the course's folders, the nbgrader arguments,
 the limits), so the same :func:`grade_job` runs in a thread of ``kvcourse-grade`` or in a Dask
 worker on another machine that sees the course at the same path. It starts one nbgrader process
-(:mod:`kvcourse.grading.runner`, with its time and memory limits and the sandboxed kernel) and
+(:mod:`kvcourse_grader.runner`, with its time and memory limits and the sandboxed kernel) and
 returns a :class:`JobOutcome`: the score nbgrader wrote to the gradebook, or why there is none,
 plus what went wrong at run time and what the review flags. It never raises: one student never
 stops the run.
@@ -15,8 +15,8 @@ import socket
 import time
 from dataclasses import dataclass
 
-from kvcourse.grading import runner
-from kvcourse.grading.course import STUDENT_ID, Course, run_notes
+from kvcourse_grader import runner
+from kvcourse_grader.course import STUDENT_ID, Course, run_notes
 
 __all__ = ["GradingJob", "JobOutcome", "grade_job"]
 
@@ -58,7 +58,7 @@ class JobOutcome:
 def grade_job(job: GradingJob) -> JobOutcome:
     """Grade one submission with nbgrader in its own process and read its score back from the
     gradebook; every failure (including an exception here) becomes an ungraded outcome."""
-    from kvcourse.grading.review import review_notebook
+    from kvcourse_grader.review import review_notebook
 
     started = time.monotonic()
     course, assignment, student = job.course, job.assignment, job.student

@@ -7,9 +7,9 @@ duplicate original names); Moodle a folder per participant, ``Jane Doe_12345_ass
 <file>``, or the same prefix on flat files; a plain zip holds ``<student>.ipynb`` or
 ``<student>/…``. :func:`parse_canvas`, :func:`parse_moodle` and :func:`parse_plain` read those
 names; :func:`read_lms` reads a zip (or an unpacked folder) member by member, never extracting
-anything, and gives :class:`~kvcourse.grading.collect.Taken` and
-:class:`~kvcourse.grading.collect.Refused` records: a member with an absolute path, ``..``, a
-symbolic link, a size over :data:`~kvcourse.grading.collect.MAX_NOTEBOOK_BYTES` or contents that
+anything, and gives :class:`~kvcourse_grader.collect.Taken` and
+:class:`~kvcourse_grader.collect.Refused` records: a member with an absolute path, ``..``, a
+symbolic link, a size over :data:`~kvcourse_grader.collect.MAX_NOTEBOOK_BYTES` or contents that
 do not match its declared size (a zip bomb) is refused on its own. :func:`read_exchange` takes the
 newest submission per student from ``<exchange>/<course_id>/inbound/<student>+<A>+<time>[+<r>]/``,
 as ``nbgrader collect`` does.
@@ -26,14 +26,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from kvcourse.grading.collect import (
+from kvcourse_grader.collect import (
     MAX_NOTEBOOK_BYTES,
     Refused,
     Taken,
     check_notebook,
     notebook_from_dir,
 )
-from kvcourse.grading.course import STUDENT_ID, CommandError
+from kvcourse_grader.course import STUDENT_ID, CommandError
 
 __all__ = [
     "LMS_KINDS",

@@ -8,8 +8,8 @@ finished, as letters A, B, C … in arrival order) and the run's counters as pla
 and iterations that preempted the oldest running request. An error raised while either runs is
 re-raised as an ``AssertionError`` that names the iteration and gives the hint.
 
-Like every helper of :mod:`kvcourse.grading`, these are a courtesy for the visible cells: the
-hidden cells carry their own code.
+Only the visible cells use these: a student can rebind them before the visible tests run, so the
+hidden cells run their own schedulers' loops and checks.
 """
 
 from __future__ import annotations

@@ -15,7 +15,8 @@ behaviour as ``kvcourse-grade``.
   kernel dies or stays busy after a timeout interrupt. This keeps the cells that already ran and
   marks the rest as not run, so they score zero and the earlier ones keep their points. It also
   caps the output a cell keeps while it runs, so a cell that prints without end cannot fill the
-  grader's memory (nbgrader's ``LimitOutput`` trims lines only after the run).
+  grader's memory (nbgrader's ``LimitOutput`` trims lines only after the run), and runs each test
+  cell with the hidden tests' private harness (:mod:`kvcourse_grader.hidden_harness`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from nbformat.v4 import new_output
 from nbgrader import utils
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Float, Integer, Unicode
+
+from kvcourse_grader.hidden_harness import with_private_harness
 
 #: ``ename`` of the error output RobustExecute gives to cells it could not run.
 NOT_RUN = "CellNotRun"
@@ -200,7 +203,11 @@ class RobustExecute(Execute):
         if self._lost is not None:
             cell.outputs = [_error_output(NOT_RUN, f"not run: {self._lost}")]
             return cell, resources
+        written = cell.source
         try:
+            # A hidden cell runs with its private harness; the notebook keeps what was written.
+            if utils.is_grade(cell) and not utils.is_solution(cell):
+                cell.source = with_private_harness(written)
             cell, resources = super().preprocess_cell(cell, resources, index)
         except DeadKernelError:
             self._lost = f"the kernel died while running cell {index}"
@@ -216,6 +223,8 @@ class RobustExecute(Execute):
             )
             run_sync(self._stop_kernel)()
             return cell, self.resources
+        finally:
+            cell.source = written
         timed_out = any(o.get("ename") == "CellTimeoutError" for o in cell.outputs)
         grace = min(self.unresponsive_grace, self.timeout or self.unresponsive_grace)
         if timed_out and not run_sync(self._kernel_answers)(grace):

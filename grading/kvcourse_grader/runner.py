@@ -2,7 +2,7 @@
 
 Each call starts nbgrader with the Python that runs this code, in ``<root>/grading`` (nbgrader only
 reads ``nbgrader_config.py`` from its working directory), through
-:mod:`kvcourse.grading.gradebook_lock` so that parallel graders take turns on a SQLite gradebook.
+:mod:`kvcourse_grader.gradebook_lock` so that parallel graders take turns on a SQLite gradebook.
 The child gets
 
 * its own session, so a timeout can stop it and everything it started;
@@ -230,7 +230,7 @@ def run_nbgrader(
     """
     log.parent.mkdir(parents=True, exist_ok=True)
     marker = uuid.uuid4().hex
-    command = [sys.executable, "-m", "kvcourse.grading.gradebook_lock", *args]
+    command = [sys.executable, "-m", "kvcourse_grader.gradebook_lock", *args]
     preexec = None
     if memory_limit and sys.platform.startswith("linux"):
         preexec = _limit_memory(memory_limit)

@@ -10,7 +10,7 @@ JupyterHub::
       README.md Makefile        how to set up, open, Validate and hand in (bundle_files/)
       pyproject.toml            the course's own, so `pip install -e .` installs the library
       notebooks/<A>/<A>.ipynb   the released version of every assignment, with its files
-      lib/kvcourse/             the library, kvcourse.grading included (the visible tests use it)
+      lib/kvcourse/             the library, with the helpers the visible tests call (no grader)
       lab/                      the students' JupyterLab settings (grading/student_lab)
       MANIFEST.sha256           a checksum of every file, for `sha256sum -c`
 
@@ -33,7 +33,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from kvcourse.grading.course import CommandError, Course
+from kvcourse_grader.course import CommandError, Course
 
 __all__ = [
     "DEFAULT_OUT",

@@ -1,0 +1,111 @@
+"""The hidden tests' harness, delivered at autograde: a private copy that student code cannot reach.
+
+Visible and hidden test cells share one harness, :mod:`kvcourse.assignment_checks.harness` (the
+library's reference switched off, fresh copies of library modules, the profiler watch). A hidden
+cell names it with one import, ``from kvcourse.assignment_checks.harness import switched_off``,
+which works as it stands wherever the course library is installed (an instructor running a
+solution notebook). At autograde that import would hand the hidden tests the kernel's module, which
+the student's code, run before them, may have rewritten. So :func:`with_private_harness` replaces
+the import, in the source that runs and nowhere else, with code that compiles the harness from
+the grading machine's own file into a fresh module object that is in no registry the student's
+code could have reached, and binds the imported names from it.
+
+:class:`~kvcourse_grader.preprocessors.RobustExecute` runs every hidden cell this way; the
+notebook keeps the cell's source as written, so the autograded copy and the feedback show only
+the import line (and the feedback removes hidden regions altogether).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+from functools import cache
+from pathlib import Path
+
+__all__ = ["HARNESS_MODULE", "harness_imports", "harness_source", "with_private_harness"]
+
+#: The module a hidden cell imports the harness from.
+HARNESS_MODULE = "kvcourse.assignment_checks.harness"
+
+_BEGIN, _END = "BEGIN HIDDEN TESTS", "END HIDDEN TESTS"
+
+
+@cache
+def harness_source() -> str:
+    """The text of the harness module as installed beside this grader (never the student's)."""
+    spec = importlib.util.find_spec(HARNESS_MODULE)
+    if spec is None or not spec.origin:
+        raise RuntimeError(f"cannot find {HARNESS_MODULE}: install the course library (kvcourse)")
+    return Path(spec.origin).read_text(encoding="utf-8")
+
+
+def _hidden_lines(lines: list[str]) -> set[int]:
+    """Line numbers (from 1) that lie inside a hidden-test region."""
+    inside, found = False, set()
+    for number, line in enumerate(lines, start=1):
+        if _BEGIN in line:
+            inside = True
+        elif _END in line:
+            inside = False
+        elif inside:
+            found.add(number)
+    return found
+
+
+def harness_imports(source: str) -> list[tuple[int, int, tuple[str, ...]]]:
+    """The harness imports inside the hidden regions of a cell's ``source``: ``(first line, last
+    line, imported names)`` of each ``from kvcourse.assignment_checks.harness import ...``.
+
+    Raises ``ValueError`` for an import of the harness that renames a name (``as``) or imports it
+    as a module, which the replacement could not honour."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    hidden = _hidden_lines(source.split("\n"))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import) and any(a.name == HARNESS_MODULE for a in node.names):
+            raise ValueError(f"line {node.lineno}: import names from {HARNESS_MODULE}, not it")
+        if not (isinstance(node, ast.ImportFrom) and node.module == HARNESS_MODULE):
+            continue
+        if node.lineno not in hidden:
+            continue
+        if any(alias.asname or alias.name == "*" for alias in node.names):
+            raise ValueError(f"line {node.lineno}: import the harness's names as they are")
+        end = node.end_lineno or node.lineno
+        found.append((node.lineno, end, tuple(alias.name for alias in node.names)))
+    return found
+
+
+def _private_import(names: tuple[str, ...], indent: str) -> list[str]:
+    """Code that binds ``names`` from a private copy of the harness compiled from its source."""
+    source = harness_source()
+    lines = [
+        "def _kvcourse_private_harness():",
+        "    import types",
+        "",
+        "    module = types.ModuleType('kvcourse_private_harness')",
+        f"    code = compile({source!r}, {HARNESS_MODULE!r}, 'exec', dont_inherit=True)",
+        "    exec(code, vars(module))",
+        "    return module",
+        "",
+        "",
+        "_kvcourse_harness = _kvcourse_private_harness()",
+        f"{', '.join(names)}, = " + ", ".join(f"_kvcourse_harness.{n}" for n in names),
+        "del _kvcourse_private_harness, _kvcourse_harness",
+    ]
+    return [f"{indent}{line}" if line else "" for line in lines]
+
+
+def with_private_harness(source: str) -> str:
+    """``source`` with each harness import in its hidden regions replaced by a private copy of
+    the harness (module docstring); a cell without one comes back unchanged."""
+    imports = harness_imports(source)
+    if not imports:
+        return source
+    lines = source.split("\n")
+    for first, last, names in sorted(imports, reverse=True):
+        indent = lines[first - 1][: len(lines[first - 1]) - len(lines[first - 1].lstrip())]
+        lines[first - 1 : last] = _private_import(names, indent)
+    return "\n".join(lines)

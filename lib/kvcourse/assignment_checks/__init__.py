@@ -1,0 +1,81 @@
+"""What the assignments' test cells call: the course's checks, so that each cell reads as the
+checks it makes.
+
+* :mod:`~kvcourse.assignment_checks.harness`: the library's reference switched off while student
+  code runs, fresh copies of library modules, the test's own step inside a student's loop (the one
+  harness of visible and hidden cells);
+* :mod:`~kvcourse.assignment_checks.values`: plain values and failure messages (expected, got,
+  hint);
+* :mod:`~kvcourse.assignment_checks.readers`: a student's allocator, block table or block manager
+  as plain ints;
+* :mod:`~kvcourse.assignment_checks.schedulers`: a4's scheduler runs as letters and counters;
+* :mod:`~kvcourse.assignment_checks.conductor`: a6's Conductor decisions as plain values.
+
+This is the top layer of the library, and the only part of it that knows about assignments. The
+instructor's grader (release, autograde, feedback, sandbox, samples) is a separate package,
+``kvcourse_grader`` under ``grading/``, that students never get.
+"""
+
+from __future__ import annotations
+
+from kvcourse.assignment_checks.conductor import decision_summary
+from kvcourse.assignment_checks.harness import (
+    FreshCopy,
+    fresh_copy,
+    module_of,
+    stand_in,
+    switched_off,
+)
+from kvcourse.assignment_checks.readers import (
+    arena_state,
+    block_tables,
+    cow_count,
+    manager_state,
+    table_state,
+)
+from kvcourse.assignment_checks.schedulers import (
+    Progress,
+    Served,
+    Step,
+    letters,
+    name_of,
+    progress,
+    serve,
+)
+from kvcourse.assignment_checks.values import (
+    as_float,
+    as_int,
+    as_int_list,
+    as_int_or_none,
+    as_int_pairs,
+    expect_equal,
+    expect_error,
+)
+
+__all__ = [
+    "FreshCopy",
+    "Progress",
+    "Served",
+    "Step",
+    "arena_state",
+    "as_float",
+    "as_int",
+    "as_int_list",
+    "as_int_or_none",
+    "as_int_pairs",
+    "block_tables",
+    "cow_count",
+    "decision_summary",
+    "expect_equal",
+    "expect_error",
+    "fresh_copy",
+    "letters",
+    "manager_state",
+    "module_of",
+    "name_of",
+    "progress",
+    "serve",
+    "stand_in",
+    "switched_off",
+    "table_state",
+]
