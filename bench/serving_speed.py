@@ -1,7 +1,7 @@
 """Time the serving simulator (§6, §7) against its budget and print what it computed.
 
 The budget (issue 11): one 1,500-request ShareGPT-like simulation of OPT-13B on an A100-40GB,
-overloaded, in ≤ 10 s on a 2-core CPU. This script times that run under each policy and
+overloaded, in ≤ 10 s on a 2-core CPU. This script times that run under each scheme and
 recovery, both as the §3 memory accounting (``simulate``, stopped at the last arrival) and as the
 §7 latency measurement (``measure_latency``, served until the queue drains), then the §7
 latency-rate sweep (``--no-sweep`` skips it).
@@ -16,9 +16,9 @@ import argparse
 import time
 
 from kvcourse.serving import (
-    OraclePolicy,
-    PagedPolicy,
-    ReserveMaxPolicy,
+    OracleScheme,
+    PagedScheme,
+    ReserveMaxScheme,
     latency_rate_sweep,
     measure_latency,
     simulate,
@@ -41,30 +41,30 @@ def main() -> None:
     parser.add_argument("--no-sweep", action="store_true", help="skip the latency-rate sweep")
     args = parser.parse_args()
     requests = sharegpt_like(args.requests, rate=args.rate, seed=0)
-    policies = [
-        ReserveMaxPolicy(),
-        OraclePolicy(),
-        PagedPolicy(),
-        PagedPolicy(recovery="swap"),
-        PagedPolicy(32, recovery="cheaper"),
+    schemes = [
+        ReserveMaxScheme(),
+        OracleScheme(),
+        PagedScheme(),
+        PagedScheme(recovery="swap"),
+        PagedScheme(32, recovery="cheaper"),
     ]
     print(
         f"{args.requests} ShareGPT-like requests at {args.rate:g} req/s, OPT-13B on an "
         f"A100-40GB (12,596 slots); budget {BUDGET_S:g} s per simulation"
     )
     header = (
-        f"{'policy':36s} {'simulate':>9s} {'latency':>8s}  {'verdict':8s} {'ms/token':>9s} "
+        f"{'scheme':36s} {'simulate':>9s} {'latency':>8s}  {'verdict':8s} {'ms/token':>9s} "
         f"{'p90':>8s} {'batch':>6s} {'preempt':>8s} {'recomputed':>11s} {'swapped GB':>11s}"
     )
     print(header)
     worst = 0.0
-    for policy in policies:
-        _, t_sim = timed(simulate, requests, policy)
-        result, t_lat = timed(measure_latency, requests, policy)
+    for scheme in schemes:
+        _, t_sim = timed(simulate, requests, scheme)
+        result, t_lat = timed(measure_latency, requests, scheme)
         worst = max(worst, t_sim, t_lat)
         verdict = "ok" if max(t_sim, t_lat) <= BUDGET_S else "OVER"
         print(
-            f"{policy.label:36s} {t_sim:8.2f}s {t_lat:7.2f}s  {verdict:8s} "
+            f"{scheme.label:36s} {t_sim:8.2f}s {t_lat:7.2f}s  {verdict:8s} "
             f"{1e3 * result.normalized_latency_s:9.1f} "
             f"{1e3 * result.normalized_latency_p90_s:8.1f} "
             f"{result.mean_batch_size:6.1f} {result.preemptions:8,d} "
@@ -77,7 +77,7 @@ def main() -> None:
     runs = len(sweep.rates) * len(sweep.results)
     print(
         f"\nlatency-rate sweep: {sweep.num_requests} requests x {len(sweep.rates)} rates x "
-        f"{len(sweep.results)} policies = {runs} runs in {t_sweep:.1f} s"
+        f"{len(sweep.results)} schemes = {runs} runs in {t_sweep:.1f} s"
     )
     print("rate (req/s) " + " ".join(f"{r:6.2f}" for r in sweep.rates))
     for name in sweep.results:

@@ -99,7 +99,7 @@ HOSTILE_SCHEDULER = """
 import kvcourse.serving
 
 
-class MyScheduler(kvcourse.serving.Scheduler):
+class MyScheduler(kvcourse.serving.VllmPaperScheduler):
     \"\"\"vLLM's hooks, inherited: nothing written.\"\"\"
 """
 
@@ -129,7 +129,7 @@ MyScheduler = type(
     "MyScheduler",
     (kvcourse.serving.IterationScheduler,),
     {{
-        name: _copy(getattr(kvcourse.serving.Scheduler, name))
+        name: _copy(getattr(kvcourse.serving.VllmPaperScheduler, name))
         for name in ("choose_victim", "preempt", "recover")
     }},
 )
@@ -159,7 +159,7 @@ kvcourse.assignment_checks.switched_off = _switched_on
 
 def _disarmed(solution: str) -> str:
     code = replaced(
-        _VICTIM, "        return kvcourse.serving.Scheduler.choose_victim(self, needy)\n"
+        _VICTIM, "        return kvcourse.serving.VllmPaperScheduler.choose_victim(self, needy)\n"
     )
     return DISARMED_SCHEDULER + code(solution)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kvcourse.assignment_checks import letters, name_of, progress, serve
-from kvcourse.serving import IterationCost, PagedPolicy, PreemptEarliest, Scheduler
+from kvcourse.serving import IterationCost, PagedScheme, PreemptEarliest, VllmPaperScheduler
 from kvcourse.viz import PREEMPTION_DEMO
 from kvcourse.workloads import Request, sharegpt_like
 
@@ -13,7 +13,9 @@ UNIT = IterationCost(1.0, 0.0, 0.0)
 
 
 def test_serve_reads_the_section_6_example_as_letters():
-    served = serve(Scheduler, PREEMPTION_DEMO, PagedPolicy(4), num_slots=24, cost=UNIT, hint="h")
+    served = serve(
+        VllmPaperScheduler, PREEMPTION_DEMO, PagedScheme(4), num_slots=24, cost=UNIT, hint="h"
+    )
     assert len(served.steps) == 11
     step = served.step(4)
     assert (step.iteration, step.preempted, step.waiting, step.admitted) == (4, "C", "CD", "")
@@ -23,25 +25,25 @@ def test_serve_reads_the_section_6_example_as_letters():
     assert served.end_s == 11.0 and served.swap_s == 0.0
 
 
-class Broken(Scheduler):
+class Broken(VllmPaperScheduler):
     def preempt(self, victim):
         self.running.remove(victim)  # and nothing else
 
 
 def test_an_error_in_the_run_names_the_iteration_and_gives_the_hint():
     with pytest.raises(AssertionError, match=r"iteration 4 raised PreemptionError: .*Hint: look"):
-        serve(Broken, PREEMPTION_DEMO, PagedPolicy(4), num_slots=24, cost=UNIT, hint="look")
+        serve(Broken, PREEMPTION_DEMO, PagedScheme(4), num_slots=24, cost=UNIT, hint="look")
     with pytest.raises(AssertionError, match=r"iteration \d+ raised PreemptionError.*Hint: look"):
-        progress(Broken, PREEMPTION_DEMO, PagedPolicy(4), num_slots=24, cost=UNIT, hint="look")
+        progress(Broken, PREEMPTION_DEMO, PagedScheme(4), num_slots=24, cost=UNIT, hint="look")
 
 
 def test_serve_stops_a_run_that_does_not_end():
     requests = [Request(0, 0.0, 2, 50)]
     with pytest.raises(AssertionError, match="did not finish in 10 iterations. Hint: h"):
         serve(
-            Scheduler,
+            VllmPaperScheduler,
             requests,
-            PagedPolicy(4),
+            PagedScheme(4),
             num_slots=64,
             cost=UNIT,
             hint="h",
@@ -51,15 +53,15 @@ def test_serve_stops_a_run_that_does_not_end():
 
 def test_progress_counts_what_exercise_12_is_about():
     requests = sharegpt_like(150, rate=8.0, seed=0)
-    vllm = progress(Scheduler, requests, PagedPolicy(16), num_slots=2560, hint="h")
+    vllm = progress(VllmPaperScheduler, requests, PagedScheme(16), num_slots=2560, hint="h")
     assert vllm.finished == 150 and vllm.oldest_preempted == 0
     assert vllm.counters["preemptions"] > 0
-    earliest = progress(PreemptEarliest, requests, PagedPolicy(16), num_slots=2560, hint="h")
+    earliest = progress(PreemptEarliest, requests, PagedScheme(16), num_slots=2560, hint="h")
     assert earliest.oldest_preempted > 0
 
 
 def test_names_are_letters_in_arrival_order():
-    run = Scheduler(PREEMPTION_DEMO, PagedPolicy(4), num_slots=24, cost=UNIT)
+    run = VllmPaperScheduler(PREEMPTION_DEMO, PagedScheme(4), num_slots=24, cost=UNIT)
     run.step()
     assert letters(run.running) == "AB"
     assert name_of(run.running[1]) == "B"

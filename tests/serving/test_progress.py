@@ -11,11 +11,11 @@ from hypothesis import strategies as st
 
 from kvcourse.serving import (
     IterationCost,
-    PagedPolicy,
+    PagedScheme,
     PreemptEarliest,
     ProgressCheck,
-    Scheduler,
     SwapCost,
+    VllmPaperScheduler,
     check_progress,
     measure_latency,
 )
@@ -45,34 +45,34 @@ def paged_runs(draw):
     slots = -(-longest // block) * block + draw(st.integers(0, 3)) * block
     recovery = draw(st.sampled_from(["recompute", "swap", "cheaper"]))
     cpu = None if recovery == "recompute" else draw(st.sampled_from([1, 2, 8, None]))
-    policy = PagedPolicy(block, recovery=recovery, cpu_blocks=cpu, swap_cost=LINK)
-    return requests, policy, slots
+    scheme = PagedScheme(block, recovery=recovery, cpu_blocks=cpu, swap_cost=LINK)
+    return requests, scheme, slots
 
 
 @settings(deadline=None, max_examples=400, suppress_health_check=[HealthCheck.too_slow])
 @given(paged_runs())
 def test_fcfs_and_preempting_the_latest_never_deadlocks(run):
-    requests, policy, num_slots = run
+    requests, scheme, num_slots = run
     cost = IterationCost(0.5, 0.01, 0.02)  # "cheaper" then sometimes swaps, sometimes not
-    check = check_progress(requests, policy, num_slots=num_slots, cost=cost)
+    check = check_progress(requests, scheme, num_slots=num_slots, cost=cost)
     assert check.ok, check  # every request finished; the oldest running never preempted
     assert check.completed and not check.stopped and check.oldest_preempted == 0
     assert check.iterations <= sum(r.output_len for r in requests)
-    event(f"{policy.recovery}, preempted: {check.preemptions > 0}")
+    event(f"{scheme.recovery}, preempted: {check.preemptions > 0}")
 
 
 def test_the_check_on_a_crowd_for_both_recoveries():
-    for policy in (PagedPolicy(4), PagedPolicy(4, recovery="swap", swap_cost=LINK)):
-        check = check_progress(crowd(), policy, num_slots=128, cost=UNIT)
-        assert isinstance(check, ProgressCheck) and check.scheduler == "Scheduler"
+    for scheme in (PagedScheme(4), PagedScheme(4, recovery="swap", swap_cost=LINK)):
+        check = check_progress(crowd(), scheme, num_slots=128, cost=UNIT)
+        assert isinstance(check, ProgressCheck) and check.scheduler == "VllmPaperScheduler"
         assert check.ok and check.preemptions > 0 and check.finished == 40
         assert check.most_preempted_id != 0  # the old request is never the one preempted
 
 
 def test_preempting_the_earliest_preempts_the_oldest_again_and_again():
-    latest = check_progress(crowd(), PagedPolicy(4), num_slots=128, cost=UNIT)
+    latest = check_progress(crowd(), PagedScheme(4), num_slots=128, cost=UNIT)
     earliest = check_progress(
-        crowd(), PagedPolicy(4), scheduler=PreemptEarliest, num_slots=128, cost=UNIT
+        crowd(), PagedScheme(4), scheduler=PreemptEarliest, num_slots=128, cost=UNIT
     )
     assert latest.ok and latest.preemptions > 0 and latest.most_preempted_id != 0
     assert earliest.scheduler == "PreemptEarliest" and not earliest.ok
@@ -80,9 +80,9 @@ def test_preempting_the_earliest_preempts_the_oldest_again_and_again():
     assert earliest.oldest_preempted >= 20  # ... but the oldest running is the usual victim
     assert earliest.most_preempted_id == 0 and earliest.most_preempted >= 8  # request 0: starved
     # Seen from request 0: never preempted by vLLM's rule, and done sooner.
-    fair = measure_latency(crowd(), PagedPolicy(4), num_slots=128, cost=UNIT)
+    fair = measure_latency(crowd(), PagedScheme(4), num_slots=128, cost=UNIT)
     starved = measure_latency(
-        crowd(), PagedPolicy(4), num_slots=128, cost=UNIT, scheduler=PreemptEarliest
+        crowd(), PagedScheme(4), num_slots=128, cost=UNIT, scheduler=PreemptEarliest
     )
     assert fair.times.preemptions[0] == 0 and starved.times.preemptions[0] >= 8
     assert starved.times.latency_s[0] > fair.times.latency_s[0]
@@ -90,24 +90,24 @@ def test_preempting_the_earliest_preempts_the_oldest_again_and_again():
 
 def test_on_sharegpt_the_oldest_is_preempted_only_by_the_wrong_victim():
     requests = sharegpt_like(600, rate=3.0, seed=0)  # overloaded: hundreds of preemptions
-    for policy in (PagedPolicy(), PagedPolicy(recovery="swap")):
-        vllm = check_progress(requests, policy)
+    for scheme in (PagedScheme(), PagedScheme(recovery="swap")):
+        vllm = check_progress(requests, scheme)
         assert vllm.ok and vllm.preemptions > 300
-        wrong = check_progress(requests, policy, scheduler=PreemptEarliest)
+        wrong = check_progress(requests, scheme, scheduler=PreemptEarliest)
         assert wrong.completed and wrong.oldest_preempted == wrong.preemptions > 100
         assert wrong.most_preempted > 10 * vllm.most_preempted  # one old request, starved
 
 
 def test_a_run_cut_off_at_max_iterations_says_so():
-    check = check_progress(crowd(), PagedPolicy(4), num_slots=128, cost=UNIT, max_iterations=5)
+    check = check_progress(crowd(), PagedScheme(4), num_slots=128, cost=UNIT, max_iterations=5)
     assert check.stopped and not check.completed and not check.ok and check.iterations == 5
 
 
 def test_bad_arguments_raise_clearly():
     with pytest.raises(TypeError, match="subclass of IterationScheduler"):
-        check_progress(crowd(), PagedPolicy(4), scheduler=object, num_slots=128)
+        check_progress(crowd(), PagedScheme(4), scheduler=object, num_slots=128)
     with pytest.raises(ValueError, match="max_iterations must be positive"):
-        check_progress(crowd(), PagedPolicy(4), num_slots=128, max_iterations=0)
+        check_progress(crowd(), PagedScheme(4), num_slots=128, max_iterations=0)
     with pytest.raises(ValueError, match="non-empty list"):
-        check_progress([], PagedPolicy(4))
-    assert issubclass(PreemptEarliest, Scheduler)
+        check_progress([], PagedScheme(4))
+    assert issubclass(PreemptEarliest, VllmPaperScheduler)

@@ -1,6 +1,6 @@
-"""Tests for kvcourse.serving.scheduler (§3.3, §6): the Scheduler as a class — first come, first
-served with no overtaking, the latest-arrived request preempted all or nothing and recomputed, the
-victim choice overridable, and every request finishing when each one fits the memory alone."""
+"""Tests for kvcourse.serving.scheduler (§3.3, §6): the VllmPaperScheduler as a class — first come,
+first served with no overtaking, the latest-arrived request preempted all or nothing and recomputed,
+the victim choice overridable, and every request finishing when each one fits the memory alone."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ from kvcourse.blocks import round_up_pow2
 from kvcourse.serving import (
     IterationCost,
     LiveRequest,
-    OraclePolicy,
-    PagedPolicy,
+    OracleScheme,
+    PagedScheme,
     PreemptionError,
-    ReserveMaxPolicy,
-    Scheduler,
+    ReserveMaxScheme,
+    VllmPaperScheduler,
 )
 from kvcourse.serving.memory import PagedMemory
 from kvcourse.workloads import Request
@@ -43,7 +43,7 @@ def test_admission_is_first_come_first_served_without_overtaking():
     # 16 slots under Oracle + buddy: request 0 takes 8; request 1 (14 slots) must wait for it to
     # finish; request 2 (2 slots) would fit at once, but does not overtake request 1.
     requests = [Request(2, 0.6, 1, 1), Request(0, 0.0, 6, 2), Request(1, 0.5, 10, 4)]
-    scheduler = Scheduler(requests, OraclePolicy(), num_slots=16, cost=UNIT)
+    scheduler = VllmPaperScheduler(requests, OracleScheme(), num_slots=16, cost=UNIT)
     assert [r.request_id for r in scheduler.requests] == [0, 1, 2]  # arrival order
     admitted = [(it.time_s, ids(it.admitted)) for it in scheduler if it.admitted]
     assert admitted == [(0.0, [0]), (2.0, [1]), (6.0, [2])]
@@ -53,7 +53,7 @@ def test_admission_is_first_come_first_served_without_overtaking():
 def test_arrivals_join_the_back_of_the_queue_in_arrival_order():
     # Max with max_len 4 on 8 slots runs two at a time; ties in arrival time go by request id.
     requests = [Request(i, t, 2, 2) for i, t in [(3, 0.0), (1, 0.0), (0, 0.0), (2, 0.0), (4, 0.5)]]
-    scheduler = Scheduler(requests, ReserveMaxPolicy(4), num_slots=8, cost=UNIT)
+    scheduler = VllmPaperScheduler(requests, ReserveMaxScheme(4), num_slots=8, cost=UNIT)
     first = scheduler.step()
     assert ids(first.admitted) == [0, 1] and ids(scheduler.waiting) == [2, 3]
     scheduler.step()  # t = 1: request 4 has arrived, behind 2 and 3
@@ -64,7 +64,9 @@ def test_arrivals_join_the_back_of_the_queue_in_arrival_order():
 
 def test_idle_time_is_skipped_not_iterated():
     requests = [Request(0, 0.0, 1, 1), Request(1, 10.0, 1, 1)]
-    times = [it.time_s for it in Scheduler(requests, PagedPolicy(), num_slots=64, cost=UNIT)]
+    times = [
+        it.time_s for it in VllmPaperScheduler(requests, PagedScheme(), num_slots=64, cost=UNIT)
+    ]
     assert times == [0.0, 10.0]
 
 
@@ -72,7 +74,9 @@ def test_idle_time_is_skipped_not_iterated():
 
 
 def test_the_latest_arrived_running_request_is_preempted_all_or_nothing():
-    scheduler = Scheduler(three_that_outgrow_four_blocks(), PagedPolicy(4), num_slots=16, cost=UNIT)
+    scheduler = VllmPaperScheduler(
+        three_that_outgrow_four_blocks(), PagedScheme(4), num_slots=16, cost=UNIT
+    )
     scheduler.step()  # t = 0: all three admitted, one block each, one block left
     second = scheduler.step()  # t = 1: request 0 takes the last block; request 1 needs one
     assert ids(second.preempted) == [2] and not second.admitted
@@ -93,7 +97,7 @@ def test_victims_of_one_iteration_go_back_to_the_front_in_arrival_order():
     # order and the next victim is again the latest-arrived. (Before the fix they went back as
     # 4, 3, and §3's paged figures moved a little: 1922 → 1944 preemptions at 3 req/s.)
     requests = [Request(i, 0.0, 1, 5) for i in range(5)]
-    scheduler = Scheduler(requests, PagedPolicy(1), num_slots=10, cost=UNIT)
+    scheduler = VllmPaperScheduler(requests, PagedScheme(1), num_slots=10, cost=UNIT)
     scheduler.step()
     second = scheduler.step()
     assert ids(second.preempted) == [4, 3]  # the order they were preempted in
@@ -104,22 +108,26 @@ def test_victims_of_one_iteration_go_back_to_the_front_in_arrival_order():
     assert sum(readmitted, []) == [1, 2, 3, 4]  # re-admitted in arrival order
 
 
-class PreemptTheEarliest(Scheduler):
+class PreemptTheEarliest(VllmPaperScheduler):
     def choose_victim(self, needy: LiveRequest) -> LiveRequest:
         return self.running[0]
 
 
-class PreemptTheNeedy(Scheduler):
+class PreemptTheNeedy(VllmPaperScheduler):
     def choose_victim(self, needy: LiveRequest) -> LiveRequest:
         return needy
 
 
 @pytest.mark.parametrize(
     ("kind", "victims", "running"),
-    [(Scheduler, [2], [0, 1]), (PreemptTheEarliest, [0], [1, 2]), (PreemptTheNeedy, [1], [0, 2])],
+    [
+        (VllmPaperScheduler, [2], [0, 1]),
+        (PreemptTheEarliest, [0], [1, 2]),
+        (PreemptTheNeedy, [1], [0, 2]),
+    ],
 )
 def test_overriding_choose_victim_changes_who_is_preempted(kind, victims, running):
-    scheduler = kind(three_that_outgrow_four_blocks(), PagedPolicy(4), num_slots=16, cost=UNIT)
+    scheduler = kind(three_that_outgrow_four_blocks(), PagedScheme(4), num_slots=16, cost=UNIT)
     scheduler.step()
     second = scheduler.step()
     assert ids(second.preempted) == victims and ids(scheduler.running) == running
@@ -127,21 +135,21 @@ def test_overriding_choose_victim_changes_who_is_preempted(kind, victims, runnin
     assert scheduler.memory.allocated() == 16
 
 
-class PreemptAStranger(Scheduler):
+class PreemptAStranger(VllmPaperScheduler):
     def choose_victim(self, needy: LiveRequest) -> LiveRequest:
         return LiveRequest(Request(99, 0.0, 1, 1))
 
 
 def test_a_victim_that_is_not_running_is_refused():
     scheduler = PreemptAStranger(
-        three_that_outgrow_four_blocks(), PagedPolicy(4), num_slots=16, cost=UNIT
+        three_that_outgrow_four_blocks(), PagedScheme(4), num_slots=16, cost=UNIT
     )
     scheduler.step()
     with pytest.raises(PreemptionError, match="returned request 99, which is not in the running"):
         scheduler.step()
 
 
-class CountRecoveries(Scheduler):
+class CountRecoveries(VllmPaperScheduler):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.recovered: list[int] = []
@@ -153,7 +161,7 @@ class CountRecoveries(Scheduler):
 
 def test_recover_is_the_hook_every_preemption_goes_through():
     requests = [Request(i, 0.0, 1, 5) for i in range(5)]
-    scheduler = CountRecoveries(requests, PagedPolicy(1), num_slots=10, cost=UNIT)
+    scheduler = CountRecoveries(requests, PagedScheme(1), num_slots=10, cost=UNIT)
     preempted = [i for it in scheduler for i in ids(it.preempted)]
     assert scheduler.recovered == preempted and len(preempted) == scheduler.preemptions > 0
 
@@ -163,7 +171,9 @@ def test_recover_is_the_hook_every_preemption_goes_through():
 
 def test_the_horizon_stops_the_run_and_close_frees_what_still_runs():
     requests = [Request(i, 0.0, 10, 50) for i in range(4)]
-    with Scheduler(requests, PagedPolicy(4), num_slots=400, cost=UNIT, horizon_s=5.0) as run:
+    with VllmPaperScheduler(
+        requests, PagedScheme(4), num_slots=400, cost=UNIT, horizon_s=5.0
+    ) as run:
         assert [it.time_s for it in run] == [0.0, 1.0, 2.0, 3.0, 4.0]
         assert run.step() is None and run.time_s == 5.0  # asking again changes nothing
         assert len(run.running) == 4 and run.memory.allocated() > 0
@@ -175,23 +185,23 @@ def test_the_horizon_stops_the_run_and_close_frees_what_still_runs():
 def test_bad_arguments_raise_clearly():
     requests = [Request(0, 0.0, 1, 1)]
     with pytest.raises(ValueError, match="non-empty list"):
-        Scheduler([], PagedPolicy())
-    with pytest.raises(TypeError, match="MemoryPolicy"):
-        Scheduler(requests, "paged")
+        VllmPaperScheduler([], PagedScheme())
+    with pytest.raises(TypeError, match="MemoryScheme"):
+        VllmPaperScheduler(requests, "paged")
     with pytest.raises(ValueError, match="num_slots must be positive"):
-        Scheduler(requests, PagedPolicy(), num_slots=0)
+        VllmPaperScheduler(requests, PagedScheme(), num_slots=0)
     with pytest.raises(TypeError, match="IterationCost"):
-        Scheduler(requests, PagedPolicy(), cost=0.04)
+        VllmPaperScheduler(requests, PagedScheme(), cost=0.04)
     with pytest.raises(ValueError, match="horizon_s"):
-        Scheduler(requests, PagedPolicy(), horizon_s=math.nan)
+        VllmPaperScheduler(requests, PagedScheme(), horizon_s=math.nan)
     with pytest.raises(TypeError, match="horizon_s"):
-        Scheduler(requests, PagedPolicy(), horizon_s="soon")
+        VllmPaperScheduler(requests, PagedScheme(), horizon_s="soon")
 
 
 # ---------------------------------------------------------------------------- invariants
 
 
-def assert_arrival_order(scheduler: Scheduler) -> None:
+def assert_arrival_order(scheduler: VllmPaperScheduler) -> None:
     """The queue and the batch are each in arrival order (the scheduler's invariant)."""
     for lives in (list(scheduler.waiting), scheduler.running):
         orders = [live.order for live in lives]
@@ -202,7 +212,7 @@ def test_a_chosen_victim_goes_back_to_its_place_and_the_batch_stays_in_arrival_o
     # Preempting the earliest: request 0 leaves the batch; when it comes back it goes to the front
     # of the batch, not the end, so the batch is still in arrival order.
     scheduler = PreemptTheEarliest(
-        three_that_outgrow_four_blocks(), PagedPolicy(4), num_slots=16, cost=UNIT
+        three_that_outgrow_four_blocks(), PagedScheme(4), num_slots=16, cost=UNIT
     )
     scheduler.step()
     scheduler.step()
@@ -226,21 +236,21 @@ def runs(draw):
     kind = draw(st.sampled_from(["paged", "oracle", "max"]))
     if kind == "paged":
         block = draw(st.sampled_from([1, 2, 4, 8]))
-        policy, slots = PagedPolicy(block), -(-longest // block) * block + extra
+        scheme, slots = PagedScheme(block), -(-longest // block) * block + extra
     elif kind == "oracle":
-        policy, slots = OraclePolicy(), round_up_pow2(longest) + extra
+        scheme, slots = OracleScheme(), round_up_pow2(longest) + extra
     else:
         max_len = round_up_pow2(longest + draw(st.integers(0, 4)))  # the buddy gives powers of 2
-        policy, slots = ReserveMaxPolicy(max_len), max_len + extra
-    return requests, policy, slots
+        scheme, slots = ReserveMaxScheme(max_len), max_len + extra
+    return requests, scheme, slots
 
 
 @settings(deadline=None, max_examples=150, suppress_health_check=[HealthCheck.too_slow])
 @given(runs())
 def test_a_workload_whose_largest_request_fits_always_completes(run):
-    requests, policy, num_slots = run
-    scheduler = Scheduler(
-        requests, policy, num_slots=num_slots, cost=IterationCost(0.5, 0.01, 0.02)
+    requests, scheme, num_slots = run
+    scheduler = VllmPaperScheduler(
+        requests, scheme, num_slots=num_slots, cost=IterationCost(0.5, 0.01, 0.02)
     )
     paged = isinstance(scheduler.memory, PagedMemory)
     first_admitted: list[int] = []
@@ -265,14 +275,14 @@ def test_a_workload_whose_largest_request_fits_always_completes(run):
         if paged:
             assert it.reserved == 0 and it.external == 0
             blocks = sum(live.table.num_blocks for live in scheduler.running)
-            assert scheduler.memory.allocated() == blocks * policy.block_size
+            assert scheduler.memory.allocated() == blocks * scheme.block_size
         else:
             assert not it.preempted
     assert sorted(finished) == list(range(len(requests)))  # each one, once
     assert first_admitted == [r.request_id for r in scheduler.requests]  # no overtaking
     assert scheduler.memory.allocated() == 0 and not scheduler.running and not scheduler.waiting
     assert scheduler.iterations == count
-    event(f"{policy.name}, preempted: {scheduler.preemptions > 0}")
+    event(f"{scheme.name}, preempted: {scheduler.preemptions > 0}")
     # Each request runs its prompt and all but its last token through the model, plus what
     # recomputation repeats: the prompt and generated tokens, less the one not yet fed back.
     work = sum(r.prompt_len + r.output_len - 1 for r in requests)
@@ -280,7 +290,7 @@ def test_a_workload_whose_largest_request_fits_always_completes(run):
     assert scheduler.recomputations == scheduler.preemptions  # recompute is the default
 
 
-class PreemptByPick(Scheduler):
+class PreemptByPick(VllmPaperScheduler):
     """Preempts ``running[pick % len(running)]``: any victim a subclass might choose."""
 
     pick = 0
@@ -292,8 +302,8 @@ class PreemptByPick(Scheduler):
 @settings(deadline=None, max_examples=100, suppress_health_check=[HealthCheck.too_slow])
 @given(runs(), st.integers(0, 20))
 def test_whatever_victim_is_chosen_preemption_is_all_or_nothing(run, pick):
-    requests, policy, num_slots = run
-    scheduler = PreemptByPick(requests, policy, num_slots=num_slots, cost=UNIT, horizon_s=60.0)
+    requests, scheme, num_slots = run
+    scheduler = PreemptByPick(requests, scheme, num_slots=num_slots, cost=UNIT, horizon_s=60.0)
     scheduler.pick = pick
     for it in scheduler:
         kinds = (it.stored, it.reserved, it.internal, it.external, it.free)

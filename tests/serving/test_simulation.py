@@ -1,5 +1,5 @@
 """Tests for kvcourse.serving.simulation (§3.3, §3.4): the five kinds of KV memory add up, the
-three policies rank as the lecture says, runs are deterministic, the A100 figures land in their
+three schemes rank as the lecture says, runs are deterministic, the A100 figures land in their
 bands, and bad arguments are refused clearly."""
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from kvcourse.serving import (
     KINDS,
     AccountingResult,
     IterationCost,
-    PagedPolicy,
-    ReserveMaxPolicy,
-    Scheduler,
+    PagedScheme,
+    ReserveMaxScheme,
+    VllmPaperScheduler,
     a100_accounting,
-    compare_policies,
+    compare_schemes,
     concurrency_ratios,
-    default_policies,
+    default_schemes,
     simulate,
 )
 from kvcourse.workloads import LengthDistribution, Request, generate_requests
@@ -36,12 +36,12 @@ def small_requests(seed: int = 0, n: int = 400, rate: float = 40.0) -> list[Requ
 
 
 def small_policies():
-    return default_policies(max_len=SMALL_MAX)
+    return default_schemes(max_len=SMALL_MAX)
 
 
 @pytest.fixture(scope="module")
 def small_results() -> dict[str, AccountingResult]:
-    return compare_policies(small_requests(), small_policies(), num_slots=SMALL_SLOTS)
+    return compare_schemes(small_requests(), small_policies(), num_slots=SMALL_SLOTS)
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +77,7 @@ def test_the_five_kinds_add_up_every_iteration(small_results):
         assert math.isclose(sum(r.shares.as_dict().values()), 1.0, rel_tol=1e-12)
         assert math.isclose(r.shares.stored, t.stored.sum() / (SMALL_SLOTS * r.iterations))
         assert r.mean_running == pytest.approx(t.running.mean())
-        columns = ["policy", *KINDS, "running", "waiting", "throughput_rps", "preemptions"]
+        columns = ["scheme", *KINDS, "running", "waiting", "throughput_rps", "preemptions"]
         assert list(r.summary()) == columns
 
 
@@ -92,9 +92,9 @@ def test_policies_rank_paged_over_oracle_over_max(small_results):
 
 def test_the_result_counts_what_the_scheduler_did():
     requests = small_requests()
-    result = simulate(requests, PagedPolicy(), num_slots=SMALL_SLOTS)
+    result = simulate(requests, PagedScheme(), num_slots=SMALL_SLOTS)
     horizon = max(r.arrival_s for r in requests)
-    run = Scheduler(requests, PagedPolicy(), num_slots=SMALL_SLOTS, horizon_s=horizon)
+    run = VllmPaperScheduler(requests, PagedScheme(), num_slots=SMALL_SLOTS, horizon_s=horizon)
     iterations = list(run)
     assert result.total_iterations == len(iterations) == run.iterations
     assert (result.preemptions, result.recomputed_tokens) == (
@@ -111,16 +111,16 @@ def test_the_result_counts_what_the_scheduler_did():
 def test_with_no_warmup_and_a_late_horizon_every_request_completes():
     requests = small_requests(n=100)
     result = simulate(
-        requests, ReserveMaxPolicy(SMALL_MAX), num_slots=SMALL_SLOTS, warmup_s=0, horizon_s=1e6
+        requests, ReserveMaxScheme(SMALL_MAX), num_slots=SMALL_SLOTS, warmup_s=0, horizon_s=1e6
     )
     assert result.completed == 100 and result.iterations == result.total_iterations
     assert result.timeline.waiting[-1] == 0
 
 
 def test_runs_are_deterministic_per_seed():
-    first = compare_policies(small_requests(1), small_policies(), num_slots=SMALL_SLOTS)
-    again = compare_policies(small_requests(1), small_policies(), num_slots=SMALL_SLOTS)
-    other = compare_policies(small_requests(2), small_policies(), num_slots=SMALL_SLOTS)
+    first = compare_schemes(small_requests(1), small_policies(), num_slots=SMALL_SLOTS)
+    again = compare_schemes(small_requests(1), small_policies(), num_slots=SMALL_SLOTS)
+    other = compare_schemes(small_requests(2), small_policies(), num_slots=SMALL_SLOTS)
     for name in first:
         assert first[name] == again[name]  # every field but the timeline
         for kind in (*KINDS, "time_s", "running", "waiting"):
@@ -173,7 +173,7 @@ def test_alpaca_is_rate_bound_except_for_max():
 
 
 def test_a100_accounting_takes_a_distribution_and_policies():
-    results = a100_accounting(SMALL, rate=40.0, num_requests=200, policies=[PagedPolicy(32)])
+    results = a100_accounting(SMALL, rate=40.0, num_requests=200, schemes=[PagedScheme(32)])
     assert list(results) == ["Paged"] and results["Paged"].label == "Paged (block 32)"
     assert results["Paged"].num_slots == A100_SLOTS
 
@@ -184,41 +184,41 @@ def test_a100_accounting_takes_a_distribution_and_policies():
 def test_bad_arguments_raise_clearly():
     requests = small_requests(n=50)
     with pytest.raises(ValueError, match="non-empty list"):
-        simulate([], PagedPolicy())
+        simulate([], PagedScheme())
     with pytest.raises(TypeError, match="only workloads.Request"):
-        simulate([1, 2], PagedPolicy())
-    with pytest.raises(TypeError, match="MemoryPolicy"):
+        simulate([1, 2], PagedScheme())
+    with pytest.raises(TypeError, match="MemoryScheme"):
         simulate(requests, "paged")
     with pytest.raises(ValueError, match="num_slots must be positive"):
-        simulate(requests, PagedPolicy(), num_slots=0)
+        simulate(requests, PagedScheme(), num_slots=0)
     with pytest.raises(ValueError, match="window"):
-        simulate(requests, PagedPolicy(), warmup_s=1e6)
+        simulate(requests, PagedScheme(), warmup_s=1e6)
     with pytest.raises(ValueError, match="window"):  # checked before the requests are fitted
-        simulate(requests, PagedPolicy(), warmup_s=1e6, num_slots=10)
+        simulate(requests, PagedScheme(), warmup_s=1e6, num_slots=10)
     with pytest.raises(ValueError, match="rate="):
-        simulate(generate_requests(5, SMALL, rate=None), PagedPolicy())
+        simulate(generate_requests(5, SMALL, rate=None), PagedScheme())
     with pytest.raises(ValueError, match="finite, non-negative"):
-        simulate(requests, PagedPolicy(), horizon_s=-1)
+        simulate(requests, PagedScheme(), horizon_s=-1)
     with pytest.raises(TypeError, match="number of seconds"):
-        simulate(requests, PagedPolicy(), warmup_s="1")
+        simulate(requests, PagedScheme(), warmup_s="1")
     with pytest.raises(TypeError, match="IterationCost"):
-        simulate(requests, PagedPolicy(), cost=0.04)
+        simulate(requests, PagedScheme(), cost=0.04)
     with pytest.raises(ValueError, match="output_len must be ints >= 1"):
-        simulate([Request(0, 0.0, 5, 0), Request(1, 1.0, 5, 5)], PagedPolicy())
+        simulate([Request(0, 0.0, 5, 0), Request(1, 1.0, 5, 5)], PagedScheme())
     with pytest.raises(ValueError, match="output_len must be ints >= 1"):
-        simulate([Request(0, 0.0, 5.0, 3), Request(1, 1.0, 5, 5)], PagedPolicy())
+        simulate([Request(0, 0.0, 5.0, 3), Request(1, 1.0, 5, 5)], PagedScheme())
     with pytest.raises(ValueError, match="arrival_s must be finite"):
-        simulate([Request(0, math.nan, 5, 3), Request(1, 1.0, 5, 5)], PagedPolicy())
+        simulate([Request(0, math.nan, 5, 3), Request(1, 1.0, 5, 5)], PagedScheme())
     with pytest.raises(ValueError, match="arrival_s must be >= 0"):
-        simulate([Request(0, -1.0, 5, 3), Request(1, 1.0, 5, 5)], PagedPolicy())
+        simulate([Request(0, -1.0, 5, 3), Request(1, 1.0, 5, 5)], PagedScheme())
     with pytest.raises(ValueError, match="more than max_len 64"):
-        simulate(requests, ReserveMaxPolicy(64), num_slots=SMALL_SLOTS)
+        simulate(requests, ReserveMaxScheme(64), num_slots=SMALL_SLOTS)
     with pytest.raises(ValueError, match="the pool holds only"):
-        simulate(requests, PagedPolicy(), num_slots=100)
+        simulate(requests, PagedScheme(), num_slots=100)
     with pytest.raises(ValueError, match="no iteration started"):
         simulate(
             [Request(0, 0.0, 5, 3), Request(1, 1.0, 5, 5)],
-            PagedPolicy(),
+            PagedScheme(),
             cost=IterationCost(5.0, 0.0, 0.0),
             warmup_s=0.5,
         )
@@ -229,6 +229,6 @@ def test_bad_arguments_raise_clearly():
     with pytest.raises(ValueError, match="lack"):
         concurrency_ratios({})
     with pytest.raises(ValueError, match="distinct names"):
-        compare_policies(requests, [PagedPolicy(16), PagedPolicy(32)], num_slots=SMALL_SLOTS)
-    with pytest.raises(ValueError, match="non-empty list of MemoryPolicy"):
-        compare_policies(requests, PagedPolicy(), num_slots=SMALL_SLOTS)
+        compare_schemes(requests, [PagedScheme(16), PagedScheme(32)], num_slots=SMALL_SLOTS)
+    with pytest.raises(ValueError, match="non-empty list of MemoryScheme"):
+        compare_schemes(requests, PagedScheme(), num_slots=SMALL_SLOTS)

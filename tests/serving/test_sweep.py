@@ -11,12 +11,12 @@ import pytest
 from kvcourse.serving import (
     LATENCY_TARGET_S,
     SHAREGPT_RATES,
-    OraclePolicy,
-    PagedPolicy,
+    OracleScheme,
+    PagedScheme,
     RateSweep,
-    ReserveMaxPolicy,
+    ReserveMaxScheme,
     bisect_sustainable_rate,
-    default_policies,
+    default_schemes,
     latency_rate_sweep,
     sustainable_rate,
 )
@@ -45,9 +45,9 @@ def test_sustainable_rate_interpolates_at_the_first_crossing():
 
 
 def small_sweep(**options) -> RateSweep:
-    policies = default_policies(max_len=256)
+    schemes = default_schemes(max_len=256)
     return latency_rate_sweep(
-        (1.0, 2.0, 4.0, 8.0, 16.0), policies, workload=SMALL, num_requests=200, num_slots=1500,
+        (1.0, 2.0, 4.0, 8.0, 16.0), schemes, workload=SMALL, num_requests=200, num_slots=1500,
         **options,
     )  # fmt: skip
 
@@ -70,7 +70,7 @@ def test_a_sweep_gives_one_result_per_policy_and_rate_and_is_deterministic(capsy
     assert ratios == {"paged/max": m["Paged"] / m["Max"], "paged/oracle": m["Paged"] / m["Oracle"]}
     assert small_sweep(progress=False) == sweep  # deterministic for a seed
     assert small_sweep(progress=False, seed=1) != sweep
-    with pytest.raises(ValueError, match="no policy named 'paged'"):
+    with pytest.raises(ValueError, match="no scheme named 'paged'"):
         sweep.ratios("paged")
 
 
@@ -83,15 +83,15 @@ def test_the_progress_bar_shows_only_when_asked_or_on_a_terminal(capsys):
 
 
 def test_sharegpt_paged_sustains_about_twice_oracles_rate_and_over_three_times_max():
-    # Each policy swept just around its own knee (the full sweep: test_the_default_sweep...).
+    # Each scheme swept just around its own knee (the full sweep: test_the_default_sweep...).
     brackets = {
-        "Max": (ReserveMaxPolicy(), (0.4, 0.5)),
-        "Oracle": (OraclePolicy(), (0.7, 0.8)),
-        "Paged": (PagedPolicy(), (1.6, 1.7, 1.8)),
+        "Max": (ReserveMaxScheme(), (0.4, 0.5)),
+        "Oracle": (OracleScheme(), (0.7, 0.8)),
+        "Paged": (PagedScheme(), (1.6, 1.7, 1.8)),
     }
     rates = {}
-    for name, (policy, bracket) in brackets.items():
-        sweep = latency_rate_sweep(bracket, [policy], progress=False)  # 1000 requests, seed 0
+    for name, (scheme, bracket) in brackets.items():
+        sweep = latency_rate_sweep(bracket, [scheme], progress=False)  # 1000 requests, seed 0
         rates[name] = sweep.max_rates[name]
         low, high = sweep.latencies(name)[0], sweep.latencies(name)[-1]
         assert low < LATENCY_TARGET_S < high, (name, low, high)  # the bracket holds the knee
@@ -110,25 +110,25 @@ def test_sharegpt_paged_sustains_about_twice_oracles_rate_and_over_three_times_m
 def test_the_default_sweep_and_bisection_agree():
     sweep = latency_rate_sweep(progress=False)
     assert sweep.rates == SHAREGPT_RATES and sweep.num_requests == 1000
-    for policy in default_policies():
-        bisected = bisect_sustainable_rate(policy, low=0.1, high=3.0, tolerance=0.005)
-        assert sweep.max_rates[policy.name] == pytest.approx(bisected, rel=0.06), policy.name
+    for scheme in default_schemes():
+        bisected = bisect_sustainable_rate(scheme, low=0.1, high=3.0, tolerance=0.005)
+        assert sweep.max_rates[scheme.name] == pytest.approx(bisected, rel=0.06), scheme.name
     ratios = sweep.ratios()
     assert 1.7 <= ratios["paged/oracle"] <= 2.7 and 3.0 <= ratios["paged/max"] <= 5.0
 
 
 def test_bisection_finds_the_knee_of_a_small_config():
-    policy = PagedPolicy()
+    scheme = PagedScheme()
     options = dict(workload=SMALL, num_requests=200, num_slots=1500, tolerance=1.0)
-    rate = bisect_sustainable_rate(policy, low=5.0, high=200.0, **options)
+    rate = bisect_sustainable_rate(scheme, low=5.0, high=200.0, **options)
     sweep = latency_rate_sweep(
-        (rate, rate + 1.0), [policy], workload=SMALL, num_requests=200, num_slots=1500,
+        (rate, rate + 1.0), [scheme], workload=SMALL, num_requests=200, num_slots=1500,
         progress=False,
     )  # fmt: skip
     meets, misses = sweep.latencies("Paged")
     assert meets <= LATENCY_TARGET_S < misses
-    assert math.isnan(bisect_sustainable_rate(policy, low=150.0, high=200.0, **options))
-    assert bisect_sustainable_rate(policy, low=1.0, high=2.0, **options) == 2.0  # raise high
+    assert math.isnan(bisect_sustainable_rate(scheme, low=150.0, high=200.0, **options))
+    assert bisect_sustainable_rate(scheme, low=1.0, high=2.0, **options) == 2.0  # raise high
 
 
 def test_bad_arguments_raise_clearly():
@@ -136,10 +136,10 @@ def test_bad_arguments_raise_clearly():
         latency_rate_sweep((1.0, 1.0), progress=False)
     with pytest.raises(ValueError, match="each rate must be a positive"):
         latency_rate_sweep((0.0, 1.0), progress=False)
-    with pytest.raises(ValueError, match="non-empty list of MemoryPolicy"):
-        latency_rate_sweep((1.0,), PagedPolicy(), progress=False)
+    with pytest.raises(ValueError, match="non-empty list of MemoryScheme"):
+        latency_rate_sweep((1.0,), PagedScheme(), progress=False)
     with pytest.raises(ValueError, match="distinct names"):
-        latency_rate_sweep((1.0,), [PagedPolicy(16), PagedPolicy(32)], progress=False)
+        latency_rate_sweep((1.0,), [PagedScheme(16), PagedScheme(32)], progress=False)
     with pytest.raises(ValueError, match="unknown workload"):
         latency_rate_sweep((1.0,), workload="shakespeare", progress=False)
     with pytest.raises(ValueError, match="at least 2"):
@@ -147,6 +147,6 @@ def test_bad_arguments_raise_clearly():
     with pytest.raises(TypeError, match="progress must be True, False or None"):
         latency_rate_sweep((1.0,), progress="yes")
     with pytest.raises(ValueError, match="low must be below high"):
-        bisect_sustainable_rate(PagedPolicy(), low=2.0, high=1.0)
-    with pytest.raises(TypeError, match="MemoryPolicy"):
+        bisect_sustainable_rate(PagedScheme(), low=2.0, high=1.0)
+    with pytest.raises(TypeError, match="MemoryScheme"):
         bisect_sustainable_rate("paged", low=1.0, high=2.0)

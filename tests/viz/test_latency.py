@@ -8,14 +8,14 @@ import pytest
 from matplotlib.figure import Figure
 
 from kvcourse.serving import (
-    OraclePolicy,
-    PagedPolicy,
-    ReserveMaxPolicy,
+    OracleScheme,
+    PagedScheme,
+    ReserveMaxScheme,
     latency_rate_sweep,
     sustainable_rate,
 )
 from kvcourse.viz import (
-    POLICY_COLORS,
+    SCHEME_COLORS,
     LatencyCurve,
     batch_rate_plot,
     latency_curves,
@@ -31,14 +31,14 @@ SLOTS = 1500
 RATES = (2.0, 6.0, 10.0, 20.0, 40.0)
 
 
-def policies():
-    return [ReserveMaxPolicy(max_len=256), OraclePolicy(), PagedPolicy()]
+def schemes():
+    return [ReserveMaxScheme(max_len=256), OracleScheme(), PagedScheme()]
 
 
 @pytest.fixture(scope="module")
 def sweep():
     return latency_rate_sweep(
-        RATES, policies(), workload=SMALL, num_requests=150, num_slots=SLOTS, progress=False
+        RATES, schemes(), workload=SMALL, num_requests=150, num_slots=SLOTS, progress=False
     )
 
 
@@ -55,14 +55,14 @@ def test_curves_follow_the_sweep(sweep):
 
 
 def test_curves_merge_sweeps_on_their_own_grids(sweep):
-    # Each policy on its own grid: the same seed gives the same runs, so the merged curve holds
+    # Each scheme on its own grid: the same seed gives the same runs, so the merged curve holds
     # exactly the points of one sweep over the union of the grids.
     a = latency_rate_sweep(
-        RATES[:3], policies()[2:], workload=SMALL, num_requests=150, num_slots=SLOTS,
+        RATES[:3], schemes()[2:], workload=SMALL, num_requests=150, num_slots=SLOTS,
         progress=False,
     )  # fmt: skip
     b = latency_rate_sweep(
-        RATES[3:], policies()[2:], workload=SMALL, num_requests=150, num_slots=SLOTS,
+        RATES[3:], schemes()[2:], workload=SMALL, num_requests=150, num_slots=SLOTS,
         progress=False,
     )  # fmt: skip
     merged = latency_curves([b, a])["Paged"]
@@ -95,13 +95,13 @@ def test_latency_plot_marks_target_and_each_crossing(sweep, render):
     for curve in curves.values():
         if not math.isfinite(curve.max_rate):
             continue
-        # The legend names the policy's highest rate, and a hollow marker sits on the crossing.
+        # The legend names the scheme's highest rate, and a hollow marker sits on the crossing.
         assert any(curve.label in t and f"{curve.max_rate:.2f}" in t for t in labels)
         hollow = [
             line
             for line in ax.lines
             if line.get_markerfacecolor() == "white"
-            and line.get_markeredgecolor() == POLICY_COLORS[curve.policy]
+            and line.get_markeredgecolor() == SCHEME_COLORS[curve.scheme]
         ]
         assert len(hollow) == 1
         x, y = hollow[0].get_data()
@@ -125,7 +125,7 @@ def test_batch_plot_one_curve_per_policy(sweep, new_axes, render):
     render(fig)
     solid = [line for line in ax.lines if line.get_markerfacecolor() != "white"]
     assert len(solid) == 3
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == [p.label for p in policies()]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [p.label for p in schemes()]
 
 
 def test_open_ended_and_missed_curves_say_so():
@@ -154,7 +154,7 @@ def test_ratio_plot_draws_ours_spread_and_references(render):
     assert legend == ["this page", "lecture", "paper (range)"]
     # Our two dots, in the colours of their rows.
     dots = [line for line in ax.lines if line.get_marker() == "o" and line.get_xdata().size]
-    assert {line.get_color() for line in dots} == {POLICY_COLORS["Oracle"], POLICY_COLORS["Max"]}
+    assert {line.get_color() for line in dots} == {SCHEME_COLORS["Oracle"], SCHEME_COLORS["Max"]}
     assert sorted(float(line.get_xdata()[0]) for line in dots) == [2.1, 3.7]
     # "More than 3×": a triangle pointing right at 3.
     more = [line for line in ax.lines if line.get_marker() == ">"]

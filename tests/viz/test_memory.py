@@ -5,7 +5,7 @@ import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.collections import PolyCollection
 
-from kvcourse.serving import KINDS, compare_policies, default_policies
+from kvcourse.serving import KINDS, compare_schemes, default_schemes
 from kvcourse.viz import (
     KIND_LABELS,
     memory_breakdown_bars,
@@ -22,7 +22,7 @@ SMALL_SLOTS = 1500
 
 def small_results(rate: float = 40.0, n: int = 300):
     requests = generate_requests(n, SMALL, rate=rate, seed=0)
-    return compare_policies(requests, default_policies(max_len=256), num_slots=SMALL_SLOTS)
+    return compare_schemes(requests, default_schemes(max_len=256), num_slots=SMALL_SLOTS)
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +98,7 @@ def test_timeline_stacks_the_five_kinds(results, render):
 def test_rate_sweep_draws_a_line_per_policy_and_the_diagonal(render):
     sweep = {rate: small_results(rate, n=200) for rate in (5.0, 40.0)}
     left, right = rate_sweep_plot(sweep, mark=(40.0,), title="small")
-    assert len(left.get_lines()) == 3 + 1  # three policies, one marked rate
+    assert len(left.get_lines()) == 3 + 1  # three schemes, one marked rate
     assert len(right.get_lines()) == 3 + 1 + 1  # ... and "finished = arrived"
     assert all(len(line.get_xdata()) == 2 for line in left.get_lines()[:3])
     legend = [t.get_text() for t in right.get_legend().get_texts()]

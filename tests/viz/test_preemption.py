@@ -67,7 +67,7 @@ def test_bad_input_is_refused():
     small = preemption_frames([Request(0, 0.0, 2, 2)], num_blocks=2)
     with pytest.raises(ValueError, match="same pool"):
         preemption_frames_figure(preemption_frames()[:1] + small)
-    with pytest.raises(TypeError, match="Scheduler"):
+    with pytest.raises(TypeError, match="VllmPaperScheduler"):
         preemption_frames(PREEMPTION_DEMO, scheduler=object)
 
 

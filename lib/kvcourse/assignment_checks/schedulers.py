@@ -96,18 +96,18 @@ def _step(run: Any, number: int, hint: str) -> Any:
 def serve(
     scheduler: type,
     requests: Sequence[object],
-    policy: object,
+    scheme: object,
     *,
     num_slots: int,
     cost: object,
     hint: str,
     max_iterations: int = 10_000,
 ) -> Served:
-    """Serve ``requests`` under ``policy`` with the scheduler class ``scheduler`` until every
+    """Serve ``requests`` under ``scheme`` with the scheduler class ``scheduler`` until every
     request finishes. An error in the run becomes an ``AssertionError`` naming the iteration it
     happened in, what it was, and ``hint``; so does a run longer than ``max_iterations``."""
     steps: list[Step] = []
-    run = scheduler(requests, policy, num_slots=num_slots, cost=cost)
+    run = scheduler(requests, scheme, num_slots=num_slots, cost=cost)
     try:
         while True:
             if len(steps) >= max_iterations:
@@ -159,7 +159,7 @@ class Progress:
 def progress(
     scheduler: type,
     requests: Sequence[object],
-    policy: object,
+    scheme: object,
     *,
     num_slots: int,
     hint: str,
@@ -169,7 +169,7 @@ def progress(
     iteration which running request arrived first and whether that iteration preempted it (Ex
     12). Errors become an ``AssertionError`` naming the iteration, as in :func:`serve`."""
     finished = oldest_preempted = 0
-    with scheduler(requests, policy, num_slots=num_slots, cost=cost) as run:
+    with scheduler(requests, scheme, num_slots=num_slots, cost=cost) as run:
         while True:
             oldest = min(run.running, key=lambda live: live.order) if run.running else None
             it = _step(run, run.iterations + 1, hint)

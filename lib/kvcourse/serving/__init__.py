@@ -1,4 +1,4 @@
-"""Serving simulation (§3, §6, §7): iteration cost, memory policies, the scheduler, preemption and
+"""Serving simulation (§3, §6, §7): iteration cost, memory schemes, the scheduler, preemption and
 latency.
 
 * :mod:`kvcourse.serving.cost`: how long one iteration takes, a roofline (:class:`IterationCost`);
@@ -6,14 +6,15 @@ latency.
   recomputing them (:class:`SwapCost`, exercise 6);
 * :mod:`kvcourse.serving.memory`: the KV memory of one run, contiguous runs or blocks, and the
   CPU block pool swapped blocks go to;
-* :mod:`kvcourse.serving.policies`: the three ways to hand it out, Max, Oracle and Paged, and how
-  Paged brings a preempted request back (recompute, swap, or the cheaper);
+* :mod:`kvcourse.serving.schemes`: the three memory schemes, ways to hand it out (Max, Oracle and
+  Paged), and how Paged brings a preempted request back (recompute, swap, or the cheaper);
 * :mod:`kvcourse.serving.checks`: the checks on a run's requests and times;
 * :mod:`kvcourse.serving.scheduler`: the serving loop, one iteration at a time, first come first
   served, with two hooks for preemption (:class:`IterationScheduler`);
-* :mod:`kvcourse.serving.hooks`: what the loop checks of those hooks (:class:`PreemptionError`);
-* :mod:`kvcourse.serving.preemption`: vLLM's hooks, preempt the latest-arrived, all or nothing,
-  swap or recompute (:class:`Scheduler`, the one the book runs);
+* :mod:`kvcourse.serving.preemption_checks`: what the loop checks of those hooks
+  (:class:`PreemptionError`);
+* :mod:`kvcourse.serving.preemption`: the 2023 vLLM paper's hooks, preempt the latest-arrived,
+  all or nothing, swap or recompute (:class:`VllmPaperScheduler`, the one the book runs);
 * :mod:`kvcourse.serving.records`: what a run reports, per iteration and in all, and the five
   kinds of KV memory;
 * :mod:`kvcourse.serving.simulation`: :func:`simulate` and the §3.3, §3.4 comparisons;
@@ -29,20 +30,10 @@ from __future__ import annotations
 
 from kvcourse.serving.checks import check_requests
 from kvcourse.serving.cost import IterationCost
-from kvcourse.serving.hooks import PreemptionError
 from kvcourse.serving.latency import LatencyResult, RequestTimes, measure_latency
 from kvcourse.serving.memory import AllocatorContractError, LiveRequest
-from kvcourse.serving.policies import (
-    A100_SLOTS,
-    RECOVERIES,
-    AllocatorSource,
-    MemoryPolicy,
-    OraclePolicy,
-    PagedPolicy,
-    ReserveMaxPolicy,
-    default_policies,
-)
-from kvcourse.serving.preemption import Scheduler, check_scheduler_class
+from kvcourse.serving.preemption import VllmPaperScheduler, check_scheduler_class
+from kvcourse.serving.preemption_checks import PreemptionError
 from kvcourse.serving.progress import PreemptEarliest, ProgressCheck, check_progress
 from kvcourse.serving.records import (
     KINDS,
@@ -52,9 +43,19 @@ from kvcourse.serving.records import (
     MemoryTimeline,
 )
 from kvcourse.serving.scheduler import IterationScheduler
+from kvcourse.serving.schemes import (
+    A100_SLOTS,
+    RECOVERIES,
+    AllocatorSource,
+    MemoryScheme,
+    OracleScheme,
+    PagedScheme,
+    ReserveMaxScheme,
+    default_schemes,
+)
 from kvcourse.serving.simulation import (
     a100_accounting,
-    compare_policies,
+    compare_schemes,
     concurrency_ratios,
     simulate,
     workload_lengths,
@@ -91,20 +92,20 @@ __all__ = [
     "IterationCost",
     "Iteration",
     "LiveRequest",
-    "MemoryPolicy",
-    "OraclePolicy",
-    "PagedPolicy",
+    "MemoryScheme",
+    "OracleScheme",
+    "PagedScheme",
     "RECOVERIES",
-    "ReserveMaxPolicy",
+    "ReserveMaxScheme",
     "IterationScheduler",
     "PreemptionError",
-    "Scheduler",
+    "VllmPaperScheduler",
     "check_scheduler_class",
     "a100_accounting",
     "check_requests",
-    "compare_policies",
+    "compare_schemes",
     "concurrency_ratios",
-    "default_policies",
+    "default_schemes",
     "simulate",
     "workload_lengths",
     # §6: swap or recompute, exercise 6

@@ -1,10 +1,10 @@
 """How long requests wait (§7): per-request times and the vLLM paper's normalized latency.
 
-:func:`measure_latency` serves a workload with the :class:`~kvcourse.serving.preemption.Scheduler`
-and records, for every request, its arrival, the time of its first output token and the time it
-finished (:class:`RequestTimes`). A token "appears" at the end of the iteration that produced it:
-the first token at the end of the request's first prefill, the last at the end of the iteration in
-which it finished.
+:func:`measure_latency` serves a workload with the
+:class:`~kvcourse.serving.preemption.VllmPaperScheduler` and records, for every request, its
+arrival, the time of its first output token and the time it finished (:class:`RequestTimes`). A
+token "appears" at the end of the iteration that produced it: the first token at the end of the
+request's first prefill, the last at the end of the iteration in which it finished.
 
 **Normalized latency** is the vLLM paper's metric: a request's end-to-end latency (finish −
 arrival, queueing included) divided by its number of output tokens, in seconds per token. The
@@ -31,9 +31,9 @@ import numpy as np
 from kvcourse._checks import check_positive_int
 from kvcourse.serving.checks import check_requests, check_seconds
 from kvcourse.serving.cost import IterationCost, check_cost
-from kvcourse.serving.policies import A100_SLOTS, MemoryPolicy, check_policy
-from kvcourse.serving.preemption import Scheduler, check_scheduler_class
+from kvcourse.serving.preemption import VllmPaperScheduler, check_scheduler_class
 from kvcourse.serving.scheduler import IterationScheduler
+from kvcourse.serving.schemes import A100_SLOTS, MemoryScheme, check_scheme
 from kvcourse.workloads import Request
 
 __all__ = ["LatencyResult", "RequestTimes", "measure_latency"]
@@ -75,7 +75,7 @@ class RequestTimes:
 
 @dataclass(frozen=True)
 class LatencyResult:
-    """What one policy did to one workload, seen from the requests (§7).
+    """What one scheme did to one workload, seen from the requests (§7).
 
     Latency figures cover the ``finished`` requests only (``unfinished`` ones, possible with a
     horizon, are left out): ``normalized_latency_s`` is the mean of end-to-end latency / output
@@ -91,7 +91,7 @@ class LatencyResult:
     arrival rate (requests per second).
     """
 
-    policy: str
+    scheme: str
     label: str
     recovery: str
     rate: float
@@ -122,7 +122,7 @@ class LatencyResult:
     def summary(self) -> dict[str, float | int | str]:
         """One row for a table, latencies in ms per token."""
         return {
-            "policy": self.label,
+            "scheme": self.label,
             "rate": self.rate,
             "mean ms/token": 1e3 * self.normalized_latency_s,
             "p50 ms/token": 1e3 * self.normalized_latency_p50_s,
@@ -136,15 +136,15 @@ class LatencyResult:
 
 def measure_latency(
     requests: Sequence[Request],
-    policy: MemoryPolicy,
+    scheme: MemoryScheme,
     *,
     num_slots: int = A100_SLOTS,
     cost: IterationCost | None = None,
     horizon_s: float | None = None,
-    scheduler: type[IterationScheduler] = Scheduler,
+    scheduler: type[IterationScheduler] = VllmPaperScheduler,
 ) -> LatencyResult:
-    """Serve ``requests`` under ``policy`` with ``scheduler`` (vLLM's
-    :class:`~kvcourse.serving.preemption.Scheduler` by default, or a subclass that preempts
+    """Serve ``requests`` under ``scheme`` with ``scheduler`` (vLLM's
+    :class:`~kvcourse.serving.preemption.VllmPaperScheduler` by default, or a subclass that preempts
     someone else) and measure every request's latency.
 
     ``num_slots``: the KV arena (12,596 slots, OPT-13B on an A100-40GB); ``cost``: the iteration
@@ -153,7 +153,7 @@ def measure_latency(
     see the module docstring). Deterministic: the same requests give the same result.
     """
     ordered = check_requests(requests)
-    check_policy(policy)
+    check_scheme(scheme)
     num_slots = check_positive_int("num_slots", num_slots, "e.g. A100_SLOTS (12,596)")
     cost = check_cost(cost)
     horizon = math.inf if horizon_s is None else check_seconds("horizon_s", horizon_s)
@@ -163,7 +163,7 @@ def measure_latency(
     finish = np.full(n, np.nan)
     preempted = np.zeros(n, dtype=np.int64)
     batch = 0
-    with scheduler(ordered, policy, num_slots=num_slots, cost=cost, horizon_s=horizon) as run:
+    with scheduler(ordered, scheme, num_slots=num_slots, cost=cost, horizon_s=horizon) as run:
         for it in run:
             end = it.time_s + it.duration_s
             batch += it.running
@@ -202,8 +202,8 @@ def _result(
     duration = end_s - float(times.arrival_s[0])
     block_bytes = run.swap_cost.block_bytes if run.swap_cost is not None else 0
     return LatencyResult(
-        policy=run.policy.name,
-        label=run.policy.label,
+        scheme=run.scheme.name,
+        label=run.scheme.label,
         recovery=run.recovery,
         rate=(n - 1) / span if n > 1 and span > 0 else math.nan,
         num_requests=n,

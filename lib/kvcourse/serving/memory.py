@@ -1,6 +1,6 @@
 """The KV memory of one serving run, as the scheduler sees it (§3.3): contiguous runs or blocks.
 
-A :class:`~kvcourse.serving.policies.MemoryPolicy` is configuration; when a run starts it builds
+A :class:`~kvcourse.serving.schemes.MemoryScheme` is configuration; when a run starts it builds
 one of these memories, empty, over the run's ``num_slots`` token slots:
 
 * :class:`ContiguousMemory`: every admitted request holds one contiguous run of slots from a
@@ -78,7 +78,7 @@ class LiveRequest:
 
 
 class KVMemory:
-    """The KV memory of one run, empty at the start: what the scheduler asks of a memory policy.
+    """The KV memory of one run, empty at the start: what the scheduler asks of a memory scheme.
 
     The scheduler calls :meth:`admit` to let a waiting request in, :meth:`grow` before each
     iteration to give every running request the slot of its next token, and :meth:`release` when a

@@ -1,15 +1,19 @@
-"""vLLM's preemption (§6.1, §6.2): preempt the latest-arrived, all or nothing, swap or recompute.
+"""vLLM's preemption rules as the 2023 PagedAttention paper gives them (§4.5 of the paper; §6.1,
+§6.2 of the book): first come first served, preempt the latest-arrived, all or nothing, swap or
+recompute.
 
-:class:`Scheduler` is the serving loop (:class:`~kvcourse.serving.scheduler.IterationScheduler`)
-with vLLM's answers to its two hooks — the scheduler every page of the book runs:
+:class:`VllmPaperScheduler` is the serving loop
+(:class:`~kvcourse.serving.scheduler.IterationScheduler`) with the paper's answers to its two
+hooks — the scheduler every page of the book runs (vLLM v1 differs: it never swaps, and keeps a
+preempted request's cached blocks; the book says where that matters):
 
-* **who** (:meth:`Scheduler.choose_victim`): the latest-arrived running request. The oldest is
-  then never preempted while another runs, and alone it fits: it always progresses, so every
+* **who** (:meth:`VllmPaperScheduler.choose_victim`): the latest-arrived running request. The oldest
+  is then never preempted while another runs, and alone it fits: it always progresses, so every
   request finishes (exercise 12, :mod:`kvcourse.serving.progress`);
-* **how** (:meth:`Scheduler.preempt`): all or nothing — the victim leaves the batch, frees every
-  block it holds, goes back to its place in the queue's arrival order (the front, since it
-  arrived before everyone waiting) and comes back the way :meth:`Scheduler.recover` says: by the
-  policy's ``recovery``, recompute, swap, or whichever the cost models say is cheaper.
+* **how** (:meth:`VllmPaperScheduler.preempt`): all or nothing — the victim leaves the batch,
+  frees every block it holds, goes back to its place in the queue's arrival order (the front, since
+  it arrived before everyone waiting) and comes back the way :meth:`VllmPaperScheduler.recover`
+  says: by the scheme's ``recovery``, recompute, swap, or whichever the cost models say is cheaper.
 
 :func:`check_scheduler_class` is the check the simulators run on a scheduler class passed to them
 (a student's of assignment a4, for instance).
@@ -24,16 +28,16 @@ from kvcourse._checks import ceil_div
 from kvcourse.serving.memory import LiveRequest
 from kvcourse.serving.scheduler import IterationScheduler
 
-__all__ = ["Scheduler", "check_scheduler_class"]
+__all__ = ["VllmPaperScheduler", "check_scheduler_class"]
 
 _order = attrgetter("order")  # a live request's place in arrival order
 
 
-class Scheduler(IterationScheduler):
-    """vLLM's scheduler: iteration-level batching, first come first served, and when the blocks
-    run out the latest-arrived running request is preempted, all or nothing, and recovered as
-    the policy's ``recovery`` says (the loop and its invariants:
-    :class:`~kvcourse.serving.scheduler.IterationScheduler`).
+class VllmPaperScheduler(IterationScheduler):
+    """vLLM's scheduler as the 2023 paper describes it: iteration-level batching, first come
+    first served, and when the blocks run out the latest-arrived running request is preempted,
+    all or nothing, and recovered as the memory scheme's ``recovery`` says (the loop and its
+    invariants: :class:`~kvcourse.serving.scheduler.IterationScheduler`).
 
     Override :meth:`choose_victim` to preempt someone else
     (:class:`~kvcourse.serving.progress.PreemptEarliest` does), :meth:`recover` to bring a victim
@@ -61,7 +65,7 @@ class Scheduler(IterationScheduler):
         self.recover(victim)
 
     def recover(self, victim: LiveRequest) -> None:
-        """How a preempted request will resume, following the policy's ``recovery`` (§6.2).
+        """How a preempted request will resume, following the scheme's ``recovery`` (§6.2).
         **Recompute** (:meth:`recompute`): its KV is gone; when it is admitted again it prefills
         its prompt plus the tokens it had generated. **Swap** (:meth:`swap_out`): its blocks are
         copied to the CPU pool now and back when it is admitted again; if the pool has no room,
@@ -83,8 +87,8 @@ def check_scheduler_class(scheduler: object) -> type[IterationScheduler]:
     (``choose_victim`` and ``preempt``). TypeError otherwise, saying which is missing."""
     if not (isinstance(scheduler, type) and issubclass(scheduler, IterationScheduler)):
         raise TypeError(
-            f"scheduler must be a subclass of IterationScheduler (kvcourse.serving.Scheduler, "
-            f"vLLM's, or your own), got {scheduler!r}"
+            "scheduler must be a subclass of IterationScheduler (the 2023 vLLM paper's "
+            f"kvcourse.serving.VllmPaperScheduler, or your own), got {scheduler!r}"
         )
     for hook in ("choose_victim", "preempt"):
         if getattr(scheduler, hook) is getattr(IterationScheduler, hook):

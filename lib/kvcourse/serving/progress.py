@@ -7,7 +7,7 @@ progresses to the end and frees its memory, and then the next oldest does. Every
 
 :func:`check_progress` runs a scheduler over a workload and reports (:class:`ProgressCheck`)
 whether every request finished and how often the oldest running request was preempted — zero
-for the default :class:`~kvcourse.serving.preemption.Scheduler`, with either recovery.
+for the default :class:`~kvcourse.serving.preemption.VllmPaperScheduler`, with either recovery.
 :class:`PreemptEarliest` is the counter-example: it preempts the *earliest*-arrived running
 request instead. Since a recomputed request keeps the tokens it generated, even it finishes in
 the end, but it turns first come, first served upside down: the oldest request is the one
@@ -24,9 +24,9 @@ from kvcourse._checks import check_positive_int
 from kvcourse.serving.checks import check_requests
 from kvcourse.serving.cost import IterationCost
 from kvcourse.serving.memory import LiveRequest
-from kvcourse.serving.policies import A100_SLOTS, MemoryPolicy
-from kvcourse.serving.preemption import Scheduler, check_scheduler_class
+from kvcourse.serving.preemption import VllmPaperScheduler, check_scheduler_class
 from kvcourse.serving.scheduler import IterationScheduler
+from kvcourse.serving.schemes import A100_SLOTS, MemoryScheme
 from kvcourse.workloads import Request
 
 __all__ = ["PreemptEarliest", "ProgressCheck", "check_progress"]
@@ -36,7 +36,7 @@ def _order(live: LiveRequest) -> int:
     return live.order
 
 
-class PreemptEarliest(Scheduler):
+class PreemptEarliest(VllmPaperScheduler):
     """The scheduler with the opposite victim: when a request needs a block and none is free, the
     *earliest*-arrived running request is preempted (``running[0]``). A counter-example for §6:
     it preempts the oldest request, over and over (:func:`check_progress`)."""
@@ -55,7 +55,7 @@ class ProgressCheck:
     ``stopped`` is true when the run was cut off at ``max_iterations``."""
 
     scheduler: str
-    policy: str
+    scheme: str
     num_requests: int
     finished: int
     iterations: int
@@ -80,14 +80,14 @@ class ProgressCheck:
 
 def check_progress(
     requests: Sequence[Request],
-    policy: MemoryPolicy,
+    scheme: MemoryScheme,
     *,
-    scheduler: type[IterationScheduler] = Scheduler,
+    scheduler: type[IterationScheduler] = VllmPaperScheduler,
     num_slots: int = A100_SLOTS,
     cost: IterationCost | None = None,
     max_iterations: int | None = None,
 ) -> ProgressCheck:
-    """Serve ``requests`` under ``policy`` with ``scheduler`` (a scheduler class, default
+    """Serve ``requests`` under ``scheme`` with ``scheduler`` (a scheduler class, default
     vLLM's) until every request finishes, and check exercise 12's claims: before each iteration it
     notes the oldest running request and counts the iterations that preempt it.
 
@@ -103,7 +103,7 @@ def check_progress(
     max_iterations = check_positive_int("max_iterations", max_iterations, "e.g. 10000")
     oldest_preempted = finished = 0
     stopped = False
-    with scheduler(ordered, policy, num_slots=num_slots, cost=cost) as run:
+    with scheduler(ordered, scheme, num_slots=num_slots, cost=cost) as run:
         most, most_id = 0, -1
         while True:
             if run.iterations >= max_iterations:
@@ -121,7 +121,7 @@ def check_progress(
                     most, most_id = victim.preemptions, victim.request.request_id
     return ProgressCheck(
         scheduler=scheduler.__name__,
-        policy=run.policy.label,
+        scheme=run.scheme.label,
         num_requests=len(ordered),
         finished=finished,
         iterations=run.iterations,

@@ -101,7 +101,7 @@ class MemoryTimeline:
 
 @dataclass(frozen=True)
 class AccountingResult:
-    """What one policy did to one workload.
+    """What one scheme did to one workload.
 
     ``shares``: memory-weighted shares of the five kinds. ``mean_running``: concurrency, the mean
     number of running requests per measured iteration; ``mean_waiting`` the same for the queue.
@@ -113,7 +113,7 @@ class AccountingResult:
     arrival rate (requests per second). Per-request latency: :mod:`kvcourse.serving.latency`.
     """
 
-    policy: str
+    scheme: str
     label: str
     num_slots: int
     num_requests: int
@@ -132,8 +132,8 @@ class AccountingResult:
     timeline: MemoryTimeline = field(repr=False, compare=False)
 
     def summary(self) -> dict[str, float | int | str]:
-        """One row for a table: the policy, its five shares, concurrency and throughput."""
-        row: dict[str, float | int | str] = {"policy": self.label}
+        """One row for a table: the scheme, its five shares, concurrency and throughput."""
+        row: dict[str, float | int | str] = {"scheme": self.label}
         row.update(self.shares.as_dict())
         row.update(
             running=self.mean_running,

@@ -2,13 +2,13 @@
 
 :class:`IterationScheduler` serves a stream of requests with **iteration-level scheduling**
 (Orca's, lecture 6): each iteration, every running request produces one token, new requests join
-the batch between iterations and finished ones leave. The memory policy
-(:mod:`kvcourse.serving.policies`) decides how the KV memory is handed out; two hooks decide what
+the batch between iterations and finished ones leave. The memory scheme
+(:mod:`kvcourse.serving.schemes`) decides how the KV memory is handed out; two hooks decide what
 happens when it runs out: :meth:`~IterationScheduler.choose_victim` (who is preempted) and
 :meth:`~IterationScheduler.preempt` (free the victim's memory, requeue it, and say how it will
 come back, with :meth:`~IterationScheduler.recompute` or :meth:`~IterationScheduler.swap_out`).
-vLLM's answers to both are :class:`kvcourse.serving.preemption.Scheduler`, the one the book runs;
-assignment a4 writes them again.
+The 2023 vLLM paper's answers to both are :class:`kvcourse.serving.preemption.VllmPaperScheduler`,
+the one the book runs; assignment a4 writes them again.
 
 **One iteration**, at simulated time ``t`` (:meth:`IterationScheduler.step`):
 
@@ -47,10 +47,10 @@ from types import TracebackType
 from kvcourse._checks import check_positive_int
 from kvcourse.serving.checks import check_requests
 from kvcourse.serving.cost import IterationCost, check_cost
-from kvcourse.serving.hooks import PreemptionError, batch_index, check_preempted
 from kvcourse.serving.memory import LiveRequest
-from kvcourse.serving.policies import A100_SLOTS, RECOVERIES, MemoryPolicy, check_policy
+from kvcourse.serving.preemption_checks import PreemptionError, batch_index, check_preempted
 from kvcourse.serving.records import Iteration
+from kvcourse.serving.schemes import A100_SLOTS, RECOVERIES, MemoryScheme, check_scheme
 from kvcourse.serving.swap_cost import SwapCost
 from kvcourse.workloads import Request
 
@@ -60,11 +60,11 @@ _order = attrgetter("order")  # a live request's place in arrival order
 
 
 class IterationScheduler:
-    """Serves ``requests`` one iteration at a time under ``policy``, on ``num_slots`` KV slots
+    """Serves ``requests`` one iteration at a time under ``scheme``, on ``num_slots`` KV slots
     (12,596 by default) with iterations timed by ``cost`` (:meth:`IterationCost.for_gpu`).
 
     The scheduler owns the clock (``time_s``), the ``waiting`` queue and the ``running`` batch, and
-    the memory ``policy.start_memory`` built for this run. :meth:`step` runs one iteration and
+    the memory ``scheme.start_memory`` built for this run. :meth:`step` runs one iteration and
     returns its :class:`Iteration`, or None once nothing is left to serve or the clock has reached
     ``horizon_s``; iterating over the scheduler runs it to that end. :meth:`close` (or leaving a
     ``with`` block) frees the memory of the requests still running (and swapped out).
@@ -83,7 +83,7 @@ class IterationScheduler:
     * admission takes the head of the queue or nobody (no overtaking), and admits nobody in an
       iteration whose step 2 preempted a request and left others running;
     * every running request holds memory for each token it has stored (prompt + generated), and
-      under a contiguous policy for every token it will store; a waiting request holds no GPU
+      under a contiguous scheme for every token it will store; a waiting request holds no GPU
       memory, and CPU blocks exactly while it is swapped out (``cpu_blocks``, then ``new`` is
       False: it resumes decoding);
     * preemption is all or nothing: the victim frees all its memory, keeps its generated-token
@@ -95,7 +95,7 @@ class IterationScheduler:
       preempted only when it is alone, and alone it fits — so it never is, and always progresses.
 
     The two hooks are left to a subclass (this class raises ``NotImplementedError`` when memory
-    runs out): :class:`kvcourse.serving.preemption.Scheduler` is vLLM's, and a student's
+    runs out): :class:`kvcourse.serving.preemption.VllmPaperScheduler` is vLLM's, and a student's
     scheduler of assignment a4 is another. Read the ``admitted`` and ``finished`` requests of each
     :class:`Iteration` for latency metrics (:mod:`kvcourse.serving.latency` does).
     """
@@ -103,14 +103,14 @@ class IterationScheduler:
     def __init__(
         self,
         requests: Sequence[Request],
-        policy: MemoryPolicy,
+        scheme: MemoryScheme,
         *,
         num_slots: int = A100_SLOTS,
         cost: IterationCost | None = None,
         horizon_s: float = math.inf,
     ) -> None:
         self.requests: tuple[Request, ...] = tuple(check_requests(requests))
-        self.policy = check_policy(policy)
+        self.scheme = check_scheme(scheme)
         self.num_slots = check_positive_int("num_slots", num_slots, "e.g. A100_SLOTS (12,596)")
         self.cost = check_cost(cost)
         if isinstance(horizon_s, bool) or not isinstance(horizon_s, (int, float)):
@@ -118,14 +118,14 @@ class IterationScheduler:
         if not horizon_s >= 0:  # also refuses NaN
             raise ValueError(f"horizon_s must be a non-negative number of seconds, got {horizon_s}")
         self.horizon_s = float(horizon_s)
-        self.recovery: str = getattr(policy, "recovery", "recompute")  # one of RECOVERIES
-        self.swap_cost: SwapCost | None = getattr(policy, "swap_cost", None)
+        self.recovery: str = getattr(scheme, "recovery", "recompute")  # one of RECOVERIES
+        self.swap_cost: SwapCost | None = getattr(scheme, "swap_cost", None)
         if self.recovery not in RECOVERIES or (
             self.recovery != "recompute" and not isinstance(self.swap_cost, SwapCost)
         ):
-            raise ValueError(f"{policy!r}: recovery must be one of {RECOVERIES} (swapping needs "
+            raise ValueError(f"{scheme!r}: recovery must be one of {RECOVERIES} (swapping needs "
                              f"a SwapCost swap_cost), got {self.recovery!r}")  # fmt: skip
-        self.memory = policy.start_memory(self.num_slots, self.requests)
+        self.memory = scheme.start_memory(self.num_slots, self.requests)
         self.time_s = 0.0
         self.waiting: deque[LiveRequest] = deque()
         self.running: list[LiveRequest] = []
@@ -154,7 +154,7 @@ class IterationScheduler:
         be admitted (the allocator cannot place it even in the empty arena).
         """
         if self._closed:
-            raise RuntimeError("this Scheduler is closed; start a new one to serve again")
+            raise RuntimeError("this VllmPaperScheduler is closed; start a new one to serve again")
         preempted: list[LiveRequest] = []
         self._swap_step = [0.0, 0, 0]
         while True:
@@ -174,12 +174,12 @@ class IterationScheduler:
             if refused_need >= 0:
                 head = self.waiting[0]
                 raise RuntimeError(
-                    f"{self.policy.label}: request {head.request.request_id} (prompt "
+                    f"{self.scheme.label}: request {head.request.request_id} (prompt "
                     f"{head.prompt}, output {head.output}) can never be admitted: it asks for "
                     f"{refused_need} slots and the allocator refuses it even with the whole arena "
                     f"of {self.num_slots} slots free; clip the workload or use a larger arena"
                 )
-            # Everybody was preempted (the policies' checks rule this out; a memory that allows
+            # Everybody was preempted (the schemes' checks rule this out; a memory that allows
             # it gets a fresh admission round at the same time, no time passing).
 
     def __iter__(self) -> Iterator[Iteration]:
@@ -302,10 +302,11 @@ class IterationScheduler:
     def choose_victim(self, needy: LiveRequest) -> LiveRequest:
         """The hook that names the running request to preempt when ``needy`` (running) needs a
         new block and none is free; it must return a member of ``running``, ``needy`` included.
-        vLLM's answer, the latest-arrived: :class:`kvcourse.serving.preemption.Scheduler`."""
+        The vLLM paper's answer, the latest-arrived:
+        :class:`kvcourse.serving.preemption.VllmPaperScheduler`."""
         raise NotImplementedError(
             f"{type(self).__name__} has no choose_victim(): subclass IterationScheduler and write "
-            f"it, or use kvcourse.serving.Scheduler (vLLM's)"
+            f"it, or use kvcourse.serving.VllmPaperScheduler (vLLM's)"
         )
 
     def preempt(self, victim: LiveRequest) -> None:
@@ -313,10 +314,10 @@ class IterationScheduler:
         ``running``, free all of its memory (``memory.release``), count it (``preemptions`` and
         ``victim.preemptions``), put it back in ``waiting`` and say how it resumes:
         :meth:`recompute` or :meth:`swap_out`. vLLM's: :class:`kvcourse.serving.preemption.
-        Scheduler`. The loop checks the result (:class:`PreemptionError`)."""
+        VllmPaperScheduler`. The loop checks the result (:class:`PreemptionError`)."""
         raise NotImplementedError(
             f"{type(self).__name__} has no preempt(): subclass IterationScheduler and write it, "
-            f"or use kvcourse.serving.Scheduler (vLLM's)"
+            f"or use kvcourse.serving.VllmPaperScheduler (vLLM's)"
         )
 
     def recompute(self, victim: LiveRequest) -> None:
@@ -336,7 +337,7 @@ class IterationScheduler:
         """Bring a preempted request back by **swapping** (§6.2): copy the blocks its tokens fill
         to the CPU block pool now (``swap_cost`` times the copy, added to this iteration), and back
         into GPU blocks when it is admitted again; it then resumes decoding. True if copied; False,
-        with nothing changed (counted in ``swap_fallbacks``), when the policy keeps no CPU pool
+        with nothing changed (counted in ``swap_fallbacks``), when the scheme keeps no CPU pool
         or the pool has no room: recompute it then."""
         if self.memory.holds(victim) or victim.cpu_blocks or victim.new:
             raise PreemptionError(

@@ -1,10 +1,10 @@
-"""Where the KV memory went (§3.3, §3.4): serve a workload under each policy and account its memory.
+"""Where the KV memory went (§3.3, §3.4): serve a workload under each scheme and account its memory.
 
-:func:`simulate` runs the :class:`~kvcourse.serving.preemption.Scheduler` over a workload under one
-memory policy and measures it into an :class:`~kvcourse.serving.records.AccountingResult`;
-:func:`compare_policies` does it for several policies on the same requests, :func:`a100_accounting`
-is the §3.3 demo (OPT-13B on an A100-40GB serving a seeded workload), and
-:func:`concurrency_ratios` the §3.4 comparison of how many requests each policy runs at once.
+:func:`simulate` runs the :class:`~kvcourse.serving.preemption.VllmPaperScheduler` over a workload
+under one memory scheme and measures it into an :class:`~kvcourse.serving.records.AccountingResult`;
+:func:`compare_schemes` does it for several schemes on the same requests, :func:`a100_accounting` is
+the §3.3 demo (OPT-13B on an A100-40GB serving a seeded workload), and :func:`concurrency_ratios`
+the §3.4 comparison of how many requests each scheme runs at once.
 
 **What is measured.** The run stops at the last request's arrival (``horizon_s``), so an
 overloaded system is measured while its queue is still full rather than while it drains;
@@ -26,20 +26,20 @@ from kvcourse._checks import check_positive_int
 from kvcourse.blocks.buddy import BuddyAllocator
 from kvcourse.serving.checks import check_requests, check_seconds
 from kvcourse.serving.cost import IterationCost, check_cost
-from kvcourse.serving.policies import (
+from kvcourse.serving.preemption import VllmPaperScheduler
+from kvcourse.serving.records import KINDS, AccountingResult, MemoryShares, MemoryTimeline
+from kvcourse.serving.schemes import (
     A100_SLOTS,
     AllocatorSource,
-    MemoryPolicy,
-    check_policy,
-    default_policies,
+    MemoryScheme,
+    check_scheme,
+    default_schemes,
 )
-from kvcourse.serving.preemption import Scheduler
-from kvcourse.serving.records import KINDS, AccountingResult, MemoryShares, MemoryTimeline
 from kvcourse.workloads import ALPACA, SHAREGPT, LengthDistribution, Request, generate_requests
 
 __all__ = [
     "a100_accounting",
-    "compare_policies",
+    "compare_schemes",
     "concurrency_ratios",
     "simulate",
     "workload_lengths",
@@ -48,14 +48,14 @@ __all__ = [
 
 def simulate(
     requests: Sequence[Request],
-    policy: MemoryPolicy,
+    scheme: MemoryScheme,
     *,
     num_slots: int = A100_SLOTS,
     cost: IterationCost | None = None,
     warmup_s: float | None = None,
     horizon_s: float | None = None,
 ) -> AccountingResult:
-    """Serve ``requests`` with iteration-level scheduling under ``policy`` and account the KV
+    """Serve ``requests`` with iteration-level scheduling under ``scheme`` and account the KV
     memory of every iteration (the loop: :mod:`kvcourse.serving.scheduler`; the five kinds:
     :mod:`kvcourse.serving.records`).
 
@@ -66,7 +66,7 @@ def simulate(
     """
     # Everything is checked, in this order, before the scheduler builds the memory.
     ordered = check_requests(requests)
-    check_policy(policy)
+    check_scheme(scheme)
     num_slots = check_positive_int("num_slots", num_slots, "e.g. A100_SLOTS (12,596)")
     cost = check_cost(cost)
     last_arrival = ordered[-1].arrival_s
@@ -79,11 +79,13 @@ def simulate(
         )
     # Leaving the block frees what is still running (best effort after an error), so a caller's
     # allocator instance is handed back empty.
-    with Scheduler(ordered, policy, num_slots=num_slots, cost=cost, horizon_s=horizon) as run:
+    with VllmPaperScheduler(
+        ordered, scheme, num_slots=num_slots, cost=cost, horizon_s=horizon
+    ) as run:
         return _measure(run, warmup, horizon)
 
 
-def _measure(run: Scheduler, warmup: float, horizon: float) -> AccountingResult:
+def _measure(run: VllmPaperScheduler, warmup: float, horizon: float) -> AccountingResult:
     """Run ``run`` to its end and account the iterations that start at or after ``warmup``."""
     rows: list[tuple[float, int, int, int, int, int, int, int]] = []
     window_s = 0.0
@@ -114,8 +116,8 @@ def _measure(run: Scheduler, warmup: float, horizon: float) -> AccountingResult:
         **columns,
     )
     return AccountingResult(
-        policy=run.policy.name,
-        label=run.policy.label,
+        scheme=run.scheme.name,
+        label=run.scheme.label,
         num_slots=run.num_slots,
         num_requests=n,
         rate=(n - 1) / span if n > 1 and span > 0 else math.nan,
@@ -134,22 +136,22 @@ def _measure(run: Scheduler, warmup: float, horizon: float) -> AccountingResult:
     )
 
 
-def compare_policies(
+def compare_schemes(
     requests: Sequence[Request],
-    policies: Sequence[MemoryPolicy] | None = None,
+    schemes: Sequence[MemoryScheme] | None = None,
     **options: object,
 ) -> dict[str, AccountingResult]:
-    """:func:`simulate` the same ``requests`` under each policy (default: :func:`default_policies`)
-    and return the results keyed by policy name ("Max", "Oracle", "Paged"). ``options`` go to
+    """:func:`simulate` the same ``requests`` under each scheme (default: :func:`default_schemes`)
+    and return the results keyed by scheme name ("Max", "Oracle", "Paged"). ``options`` go to
     :func:`simulate` (``num_slots``, ``cost``, ``warmup_s``, ``horizon_s``)."""
-    if policies is None:
-        policies = default_policies()
-    if isinstance(policies, MemoryPolicy) or not isinstance(policies, Sequence) or not policies:
-        raise ValueError(f"policies must be a non-empty list of MemoryPolicy, got {policies!r}")
-    names = [getattr(p, "name", None) for p in policies]
+    if schemes is None:
+        schemes = default_schemes()
+    if isinstance(schemes, MemoryScheme) or not isinstance(schemes, Sequence) or not schemes:
+        raise ValueError(f"schemes must be a non-empty list of MemoryScheme, got {schemes!r}")
+    names = [getattr(p, "name", None) for p in schemes]
     if len(set(names)) != len(names):
-        raise ValueError(f"policies must have distinct names to key the results, got {names}")
-    return {p.name: simulate(requests, p, **options) for p in policies}  # type: ignore[arg-type]
+        raise ValueError(f"schemes must have distinct names to key the results, got {names}")
+    return {p.name: simulate(requests, p, **options) for p in schemes}  # type: ignore[arg-type]
 
 
 _WORKLOADS: dict[str, LengthDistribution] = {"sharegpt": SHAREGPT, "alpaca": ALPACA}
@@ -177,7 +179,7 @@ def a100_accounting(
     num_requests: int = 1800,
     seed: int = 0,
     allocator: AllocatorSource = BuddyAllocator,
-    policies: Sequence[MemoryPolicy] | None = None,
+    schemes: Sequence[MemoryScheme] | None = None,
     num_slots: int = A100_SLOTS,
 ) -> dict[str, AccountingResult]:
     """The §3.3 demo: OPT-13B on an A100-40GB (12,596 slots) serving a seeded workload.
@@ -185,13 +187,13 @@ def a100_accounting(
     ``workload`` is ``"sharegpt"`` (mean prompt 161, output 338), ``"alpaca"`` (19 / 58) or any
     :class:`~kvcourse.workloads.LengthDistribution`; ``num_requests`` arrive as a Poisson process
     at ``rate`` requests per second (1800 at 3 req/s: 600 s of arrivals). Runs
-    :func:`default_policies` with ``allocator`` (or ``policies``) and returns the results keyed by
-    policy name.
+    :func:`default_schemes` with ``allocator`` (or ``schemes``) and returns the results keyed by
+    scheme name.
     """
     requests = generate_requests(num_requests, workload_lengths(workload), rate=rate, seed=seed)
-    if policies is None:
-        policies = default_policies(allocator)
-    return compare_policies(requests, policies, num_slots=num_slots)
+    if schemes is None:
+        schemes = default_schemes(allocator)
+    return compare_schemes(requests, schemes, num_slots=num_slots)
 
 
 def concurrency_ratios(results: dict[str, AccountingResult]) -> dict[str, float]:
@@ -201,7 +203,7 @@ def concurrency_ratios(results: dict[str, AccountingResult]) -> dict[str, float]
     missing = [name for name in ("Max", "Oracle", "Paged") if name not in results]
     if missing:
         raise ValueError(
-            f"results lack {missing}; pass what compare_policies() or a100_accounting() returned"
+            f"results lack {missing}; pass what compare_schemes() or a100_accounting() returned"
         )
     paged = results["Paged"].mean_running
     return {

@@ -1,8 +1,8 @@
 """Latency against request rate (§7): the vLLM paper's Fig. 12, simulated, and the highest rate
-each policy sustains.
+each scheme sustains.
 
 :func:`latency_rate_sweep` serves the same seeded workload at each of several request rates under
-each policy (:func:`~kvcourse.serving.latency.measure_latency`) and collects the results in a
+each scheme (:func:`~kvcourse.serving.latency.measure_latency`) and collects the results in a
 :class:`RateSweep`. The same seed at every rate gives the same lengths and the same arrival
 pattern, squeezed in time (common random numbers), so the curves are smooth and the run
 deterministic. Each curve is flat while the system keeps up and turns up sharply at a knee: past
@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from kvcourse._checks import check_positive_int, check_positive_number
 from kvcourse.serving.cost import IterationCost, check_cost
 from kvcourse.serving.latency import LatencyResult, measure_latency
-from kvcourse.serving.policies import A100_SLOTS, MemoryPolicy, check_policy, default_policies
-from kvcourse.serving.preemption import Scheduler, check_scheduler_class
+from kvcourse.serving.preemption import VllmPaperScheduler, check_scheduler_class
 from kvcourse.serving.scheduler import IterationScheduler
+from kvcourse.serving.schemes import A100_SLOTS, MemoryScheme, check_scheme, default_schemes
 from kvcourse.serving.simulation import workload_lengths
 from kvcourse.workloads import LengthDistribution, generate_requests
 
@@ -86,7 +86,7 @@ def sustainable_rate(
 
 @dataclass(frozen=True)
 class RateSweep:
-    """Latency against request rate for several policies on one workload.
+    """Latency against request rate for several schemes on one workload.
 
     ``results[name]`` holds one :class:`~kvcourse.serving.latency.LatencyResult` per rate of
     ``rates`` (req/s, increasing); ``max_rates[name]`` is the highest rate that meets the target
@@ -104,14 +104,14 @@ class RateSweep:
     max_swept_rates: dict[str, float]
 
     def latencies(self, name: str) -> list[float]:
-        """Mean normalized latency (s/token) of policy ``name`` at each rate."""
+        """Mean normalized latency (s/token) of scheme ``name`` at each rate."""
         return [r.normalized_latency_s for r in self.results[name]]
 
     def ratios(self, of: str = "Paged") -> dict[str, float]:
-        """How many times the rate of policy ``of`` each other policy sustains:
-        ``{"paged/oracle": …, "paged/max": …}`` for the default policies."""
+        """How many times the rate of scheme ``of`` each other scheme sustains:
+        ``{"paged/oracle": …, "paged/max": …}`` for the default schemes."""
         if of not in self.max_rates:
-            raise ValueError(f"no policy named {of!r} in this sweep: {list(self.max_rates)}")
+            raise ValueError(f"no scheme named {of!r} in this sweep: {list(self.max_rates)}")
         top = self.max_rates[of]
         return {
             f"{of.lower()}/{name.lower()}": top / rate if rate > 0 else math.nan
@@ -140,7 +140,7 @@ def _on_a_terminal() -> bool:
 
 def latency_rate_sweep(
     rates: Sequence[float] = SHAREGPT_RATES,
-    policies: Sequence[MemoryPolicy] | None = None,
+    schemes: Sequence[MemoryScheme] | None = None,
     *,
     workload: str | LengthDistribution = "sharegpt",
     num_requests: int = 1000,
@@ -149,30 +149,30 @@ def latency_rate_sweep(
     cost: IterationCost | None = None,
     target_s: float = LATENCY_TARGET_S,
     progress: bool | None = None,
-    scheduler: type[IterationScheduler] = Scheduler,
+    scheduler: type[IterationScheduler] = VllmPaperScheduler,
 ) -> RateSweep:
     """Serve ``num_requests`` seeded requests of ``workload`` (``"sharegpt"``, ``"alpaca"`` or a
     :class:`~kvcourse.workloads.LengthDistribution`) at each of ``rates`` (req/s) under each of
-    ``policies`` (default Max, Oracle + buddy, Paged), every run until its queue drains, and find
-    each policy's highest rate at a mean normalized latency ≤ ``target_s`` (50 ms/token).
+    ``schemes`` (default Max, Oracle + buddy, Paged), every run until its queue drains, and find
+    each scheme's highest rate at a mean normalized latency ≤ ``target_s`` (50 ms/token).
 
     ``progress``: a tqdm progress bar, one step per run; None (default) shows it only on an
     interactive terminal, so a notebook executed for the book prints nothing; False never; True
     always (in Jupyter as a widget: for JupyterLab, not for book pages). ``scheduler``: the
     scheduler class every run uses, vLLM's by default (a student's of assignment a4 plugs in
     here). Deterministic for a seed. Each run takes ≈ 0.3 s for 1,000 ShareGPT-like requests;
-    the default grid (14 rates × 3 policies) ≈ 11 s on a 2-core CPU.
+    the default grid (14 rates × 3 schemes) ≈ 11 s on a 2-core CPU.
     """
     rates = tuple(sorted(check_positive_number("each rate", r, " of req/s") for r in rates))
     if not rates or len(set(rates)) != len(rates):
         raise ValueError(f"rates must be distinct positive rates, at least one; got {rates}")
-    if policies is None:
-        policies = default_policies()
-    if isinstance(policies, MemoryPolicy) or not isinstance(policies, Sequence) or not policies:
-        raise ValueError(f"policies must be a non-empty list of MemoryPolicy, got {policies!r}")
-    names = [check_policy(p).name for p in policies]
+    if schemes is None:
+        schemes = default_schemes()
+    if isinstance(schemes, MemoryScheme) or not isinstance(schemes, Sequence) or not schemes:
+        raise ValueError(f"schemes must be a non-empty list of MemoryScheme, got {schemes!r}")
+    names = [check_scheme(p).name for p in schemes]
     if len(set(names)) != len(names):
-        raise ValueError(f"policies must have distinct names to key the results, got {names}")
+        raise ValueError(f"schemes must have distinct names to key the results, got {names}")
     dist = workload_lengths(workload)
     num_requests = check_positive_int("num_requests", num_requests, "e.g. 1000")
     if num_requests < 2:
@@ -183,21 +183,21 @@ def latency_rate_sweep(
     if not isinstance(progress, bool) and progress is not None:
         raise TypeError(f"progress must be True, False or None, got {progress!r}")
     workloads = {r: generate_requests(num_requests, dist, rate=r, seed=seed) for r in rates}
-    bar = _progress_bar(len(rates) * len(policies), progress, dist.name)
+    bar = _progress_bar(len(rates) * len(schemes), progress, dist.name)
     results: dict[str, tuple[LatencyResult, ...]] = {}
     try:
-        for policy in policies:
+        for scheme in schemes:
             row = []
             for rate in rates:
                 if bar is not None:
-                    bar.set_postfix_str(f"{policy.name} at {rate:g} req/s")
+                    bar.set_postfix_str(f"{scheme.name} at {rate:g} req/s")
                 run = measure_latency(
-                    workloads[rate], policy, num_slots=num_slots, cost=cost, scheduler=scheduler
+                    workloads[rate], scheme, num_slots=num_slots, cost=cost, scheduler=scheduler
                 )
                 row.append(run)
                 if bar is not None:
                     bar.update()
-            results[policy.name] = tuple(row)
+            results[scheme.name] = tuple(row)
     finally:
         if bar is not None:
             bar.close()
@@ -222,7 +222,7 @@ def latency_rate_sweep(
 
 
 def bisect_sustainable_rate(
-    policy: MemoryPolicy,
+    scheme: MemoryScheme,
     *,
     low: float,
     high: float,
@@ -234,12 +234,12 @@ def bisect_sustainable_rate(
     target_s: float = LATENCY_TARGET_S,
     tolerance: float = 0.01,
 ) -> float:
-    """The highest rate at which ``policy`` keeps the mean normalized latency ≤ ``target_s``,
+    """The highest rate at which ``scheme`` keeps the mean normalized latency ≤ ``target_s``,
     bisected between ``low`` and ``high`` req/s until they are within ``tolerance`` of each other
     (the lecture's method): the last rate found to meet the target. NaN if ``low`` already misses
     it; ``high`` if it meets it (raise ``high``). Each probe is one run of ``num_requests``
     seeded requests (the same seed at every rate), served until the queue drains."""
-    check_policy(policy)
+    check_scheme(scheme)
     low = check_positive_number("low", low, " of req/s")
     high = check_positive_number("high", high, " of req/s")
     tolerance = check_positive_number("tolerance", tolerance, " of req/s")
@@ -251,7 +251,7 @@ def bisect_sustainable_rate(
 
     def meets(rate: float) -> bool:
         requests = generate_requests(num_requests, dist, rate=rate, seed=seed)
-        result = measure_latency(requests, policy, num_slots=num_slots, cost=cost)
+        result = measure_latency(requests, scheme, num_slots=num_slots, cost=cost)
         return result.normalized_latency_s <= target_s
 
     if not meets(low):

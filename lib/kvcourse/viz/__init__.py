@@ -145,7 +145,7 @@ from kvcourse.viz.style import (
     KIND_COLORS,
     KIND_LABELS,
     OWNER_COLORS,
-    POLICY_COLORS,
+    SCHEME_COLORS,
     kind_legend_handles,
 )
 from kvcourse.viz.tables import (
@@ -180,7 +180,7 @@ __all__ = [
     "KIND_COLORS",
     "KIND_LABELS",
     "OWNER_COLORS",
-    "POLICY_COLORS",
+    "SCHEME_COLORS",
     "ArenaArtists",
     "ArenaRun",
     "WalkthroughArtists",

@@ -1,17 +1,17 @@
 """Latency against request rate (§7): the vLLM paper's Fig. 12 as the simulator draws it.
 
-* :func:`latency_curves`: one :class:`LatencyCurve` per policy out of one or more
-  :class:`~kvcourse.serving.RateSweep` (a policy may be swept on its own grid of rates), with its
+* :func:`latency_curves`: one :class:`LatencyCurve` per scheme out of one or more
+  :class:`~kvcourse.serving.RateSweep` (a scheme may be swept on its own grid of rates), with its
   highest sustainable rate for the mean, median or 90th-percentile latency;
 * :func:`latency_rate_plot`: normalized latency (ms per token) against the request rate, flat
-  then a knee, with the latency target and each policy's highest sustainable rate marked;
+  then a knee, with the latency target and each scheme's highest sustainable rate marked;
 * :func:`batch_rate_plot`: the mean batch size against the request rate, which shows why the
-  knee comes: the batch grows with the rate until the policy's memory is full;
+  knee comes: the batch grows with the rate until the scheme's memory is full;
 * :func:`sustainable_ratio_plot`: how many times Oracle's and Max's rate Paged sustains, beside
   published figures (single values, "more than" values and ranges).
 
 Everything draws on ``Axes`` you pass in, or on a new ``Figure`` built without pyplot. The
-policies keep their colours from :data:`~kvcourse.viz.style.POLICY_COLORS`.
+schemes keep their colours from :data:`~kvcourse.viz.style.SCHEME_COLORS`.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from matplotlib.transforms import offset_copy
 
 from kvcourse.serving.latency import LatencyResult
 from kvcourse.serving.sweep import RateSweep, sustainable_rate
-from kvcourse.viz.style import FONT_SIZE, POLICY_COLORS, despine
+from kvcourse.viz.style import FONT_SIZE, SCHEME_COLORS, despine
 
 __all__ = [
     "LatencyCurve",
@@ -49,7 +49,7 @@ _STAT_WORDS = {"mean": "mean", "p50": "median", "p90": "90th-percentile"}
 
 @dataclass(frozen=True)
 class LatencyCurve:
-    """One policy's latency against the request rate.
+    """One scheme's latency against the request rate.
 
     ``rates`` (req/s, increasing), and at each rate ``latency_s`` (the chosen statistic of the
     normalized latency, s/token) and ``batch_size`` (mean running requests per iteration);
@@ -58,7 +58,7 @@ class LatencyCurve:
     last rate if none does, then ``open_ended`` is True).
     """
 
-    policy: str
+    scheme: str
     label: str
     statistic: str
     target_s: float
@@ -80,8 +80,8 @@ def latency_curves(
     statistic: str = "mean",
     target_s: float | None = None,
 ) -> dict[str, LatencyCurve]:
-    """Each policy's curve, merged over ``sweeps`` (one workload; a policy may appear in several
-    sweeps, at different rates, never twice at one rate), keyed by policy name in order of
+    """Each scheme's curve, merged over ``sweeps`` (one workload; a scheme may appear in several
+    sweeps, at different rates, never twice at one rate), keyed by scheme name in order of
     appearance. ``statistic``: ``"mean"`` (the paper's and the lecture's), ``"p50"`` or
     ``"p90"``; ``target_s`` defaults to the sweeps' own target (50 ms/token)."""
     if isinstance(sweeps, RateSweep):
@@ -108,7 +108,7 @@ def latency_curves(
             by_rate = points.setdefault(name, {})
             for rate, result in zip(sweep.rates, row, strict=True):
                 if rate in by_rate:
-                    raise ValueError(f"policy {name!r} was swept twice at {rate:g} req/s")
+                    raise ValueError(f"scheme {name!r} was swept twice at {rate:g} req/s")
                 by_rate[rate] = result
     field = STATISTICS[statistic]
     curves = {}
@@ -117,7 +117,7 @@ def latency_curves(
         results = [by_rate[r] for r in rates]
         latency = tuple(float(getattr(r, field)) for r in results)
         curves[name] = LatencyCurve(
-            policy=name,
+            scheme=name,
             label=results[0].label,
             statistic=statistic,
             target_s=float(target_s),
@@ -168,11 +168,11 @@ def latency_rate_plot(
     legend_loc: str | None = "upper left",
     fontsize: float = FONT_SIZE,
 ) -> Axes:
-    """Normalized latency (ms per token) against the request rate, one curve per policy.
+    """Normalized latency (ms per token) against the request rate, one curve per scheme.
 
     ``curves`` is what :func:`latency_curves` returns, or sweeps to pass to it (with
     ``statistic``). A dashed line marks the latency target; with ``mark``, a hollow marker and a
-    dotted drop line in the policy's colour mark where each curve crosses it, its highest
+    dotted drop line in the scheme's colour mark where each curve crosses it, its highest
     sustainable rate, and the legend gives that rate. Curves leave the top of the plot at
     ``ymax_ms`` (default four times the target): past the knee the latency grows without bound.
 
@@ -190,7 +190,7 @@ def latency_rate_plot(
     if ax is None:
         ax = Figure(figsize=(6.4, 4.0), layout="constrained").add_subplot()
     for curve in curves:
-        color = POLICY_COLORS.get(curve.policy, "0.3")
+        color = SCHEME_COLORS.get(curve.scheme, "0.3")
         label = curve.label
         if mark:
             label += f": {_rate_text(curve)}"
@@ -245,13 +245,13 @@ def batch_rate_plot(
     fontsize: float = FONT_SIZE,
 ) -> Axes:
     """Mean batch size (requests running per iteration) against the request rate, one curve per
-    policy; with ``mark``, a hollow marker on each curve at the policy's highest sustainable rate
+    scheme; with ``mark``, a hollow marker on each curve at the scheme's highest sustainable rate
     (its batch there interpolated). Returns the axes."""
     curves = _as_curves(curves)
     if ax is None:
         ax = Figure(figsize=(6.4, 3.6), layout="constrained").add_subplot()
     for curve in curves:
-        color = POLICY_COLORS.get(curve.policy, "0.3")
+        color = SCHEME_COLORS.get(curve.scheme, "0.3")
         ax.plot(
             curve.rates, curve.batch_size, color=color, marker="o", ms=4.5, lw=2, label=curve.label
         )
@@ -273,7 +273,7 @@ def batch_rate_plot(
     return ax
 
 
-#: The ratios :func:`sustainable_ratio_plot` draws, top to bottom: key, row label, the policy
+#: The ratios :func:`sustainable_ratio_plot` draws, top to bottom: key, row label, the scheme
 #: whose colour the row takes.
 _RATIO_ROWS = (("paged/oracle", "Paged ÷ Oracle", "Oracle"), ("paged/max", "Paged ÷ Max", "Max"))
 #: How the published sources are drawn, in order: a single value's marker.
@@ -314,10 +314,10 @@ def sustainable_ratio_plot(
     n_sources = len(references) + 1
     step = 0.62 / max(n_sources - 1, 1)
     ys = []
-    for i, (key, _label, policy) in enumerate(rows):
+    for i, (key, _label, scheme) in enumerate(rows):
         y0 = len(rows) - 1 - i
         ys.append(y0)
-        color = POLICY_COLORS[policy]
+        color = SCHEME_COLORS[scheme]
         top = y0 + 0.31
         value = float(ours[key])
         if spread and key in spread:

@@ -1,15 +1,15 @@
 """Where the KV memory of a whole serving run went (§3.3): the simulator's results as charts.
 
-* :func:`memory_breakdown_bars`: one stacked bar per policy of :mod:`kvcourse.serving`, the five
+* :func:`memory_breakdown_bars`: one stacked bar per scheme of :mod:`kvcourse.serving`, the five
   kinds of memory as memory-weighted shares;
-* :func:`memory_timeline_plot`: the five kinds over simulated time for one policy;
+* :func:`memory_timeline_plot`: the five kinds over simulated time for one scheme;
 * :func:`rate_sweep_plot`: concurrency and finished requests per second against the request rate;
 * :func:`ratio_sweep_plot`: Paged's concurrency over Oracle's and Max's against the request rate.
 
 Everything draws on ``Axes`` you pass in, or on a new ``Figure`` built without pyplot, so a page
 shows a figure only when it displays or glues it. The kinds keep their colours from
-:data:`~kvcourse.viz.style.KIND_COLORS`, the policies theirs from
-:data:`~kvcourse.viz.style.POLICY_COLORS`.
+:data:`~kvcourse.viz.style.KIND_COLORS`, the schemes theirs from
+:data:`~kvcourse.viz.style.SCHEME_COLORS`.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from kvcourse.viz.style import (
     FONT_SIZE,
     KIND_COLORS,
     KIND_LABELS,
-    POLICY_COLORS,
+    SCHEME_COLORS,
     center_text,
     despine,
     text_color_on,
@@ -55,9 +55,9 @@ def memory_breakdown_bars(
     """Where the KV memory went: one horizontal bar per result, top to bottom, split into the five
     kinds (memory-weighted shares, :class:`~kvcourse.serving.MemoryShares`).
 
-    Segments of at least ``min_label`` are labelled with their percentage. ``reference`` (policy
+    Segments of at least ``min_label`` are labelled with their percentage. ``reference`` (scheme
     name → share of memory holding tokens, e.g. the lecture's) marks that share on the bar with a
-    black triangle on each edge, outside the labels; ``show_running`` adds each policy's mean
+    black triangle on each edge, outside the labels; ``show_running`` adds each scheme's mean
     number of running requests under its name. The legend has ``legend_ncols`` columns; by
     default 3 where they fit the figure's width, else 2 (a phone shows a figure at half size, so
     narrow figures read better there). Returns the axes (a new figure's when ``ax`` is None).
@@ -94,8 +94,8 @@ def memory_breakdown_bars(
         # A black triangle on each edge of the bar, pointing at the reference share: nothing is
         # drawn inside the bar, so no mark ever covers a segment's label.
         for y, r in zip(ys, results, strict=True):
-            if r.policy in reference:
-                x = 100 * float(reference[r.policy])
+            if r.scheme in reference:
+                x = 100 * float(reference[r.scheme])
                 for edge, mark, va in (
                     (y + _HALF_BAR, "\u25bc", "bottom"),
                     (y - _HALF_BAR, "\u25b2", "top"),
@@ -150,7 +150,7 @@ def memory_timeline_plot(
 
     Shows ``window_s`` seconds from ``start_s`` (default: the start of the measured window), each
     point the mean over the iterations of a ``bin_s``-second bin — the same per-iteration average
-    the shares use, over a short stretch. ``title`` defaults to the policy's label.
+    the shares use, over a short stretch. ``title`` defaults to the scheme's label.
     """
     if not isinstance(result, AccountingResult):
         raise TypeError(f"result must be an AccountingResult, got {result!r}")
@@ -198,16 +198,16 @@ def rate_sweep_plot(
     mark: Sequence[float] = (),
     fontsize: float = FONT_SIZE,
 ) -> tuple[Axes, Axes]:
-    """Concurrency and throughput against the request rate, one line per policy.
+    """Concurrency and throughput against the request rate, one line per scheme.
 
     ``sweep`` maps a request rate (requests per second) to the results of one workload at that
     rate. Left axes: mean running requests. Right axes: finished requests per second, with the
-    dashed line "finished = arrived" — a policy on that line keeps up with the arrivals (it is
+    dashed line "finished = arrived" — a scheme on that line keeps up with the arrivals (it is
     rate-bound); below it, requests pile up in the queue. ``mark`` draws dotted verticals at
     chosen rates. Returns the two axes (of a new figure when ``axes`` is None).
     """
     if not isinstance(sweep, Mapping) or not sweep:
-        raise ValueError("sweep must be a non-empty dict: rate -> {policy name: AccountingResult}")
+        raise ValueError("sweep must be a non-empty dict: rate -> {scheme name: AccountingResult}")
     rates = sorted(float(r) for r in sweep)
     by_rate = {float(r): _as_results(res) for r, res in sweep.items()}
     if axes is None:
@@ -216,10 +216,10 @@ def rate_sweep_plot(
     if len(axes) != 2:
         raise ValueError(f"axes must be two Axes, got {len(axes)}")
     left, right = axes
-    names = [r.policy for r in by_rate[rates[0]]]
+    names = [r.scheme for r in by_rate[rates[0]]]
     for name in names:
-        picked = [next(r for r in by_rate[rate] if r.policy == name) for rate in rates]
-        color = POLICY_COLORS.get(name, "0.3")
+        picked = [next(r for r in by_rate[rate] if r.scheme == name) for rate in rates]
+        color = SCHEME_COLORS.get(name, "0.3")
         kw = {"color": color, "marker": "o", "ms": 4.5, "lw": 2, "label": picked[0].label}
         left.plot(rates, [r.mean_running for r in picked], **kw)
         right.plot(rates, [r.throughput_rps for r in picked], **kw)
@@ -261,14 +261,14 @@ def ratio_sweep_plot(
     """How many times as many requests Paged runs at once as Oracle and as Max (§3.4), against
     the request rate: one line per ratio of :func:`~kvcourse.serving.concurrency_ratios`.
 
-    ``sweep`` is what :func:`rate_sweep_plot` takes (rate → the three policies' results).
+    ``sweep`` is what :func:`rate_sweep_plot` takes (rate → the three schemes' results).
     ``references`` maps a source to the rate it measured at and its two ratios, e.g.
     ``{"vLLM paper": (2.0, {"paged/oracle": 2.2, "paged/max": 4.3})}``; each source gets its own
     marker, in the colour of the ratio. ``knee`` (a rate, e.g. where Paged stops keeping up)
     draws a dashed vertical there. A dotted line at 1 is "no gain". Returns the axes.
     """
     if not isinstance(sweep, Mapping) or not sweep:
-        raise ValueError("sweep must be a non-empty dict: rate -> {policy name: AccountingResult}")
+        raise ValueError("sweep must be a non-empty dict: rate -> {scheme name: AccountingResult}")
     rates = sorted(float(r) for r in sweep)
     ratios = {float(r): concurrency_ratios(dict(res)) for r, res in sweep.items()}
     references = dict(references or {})
@@ -276,11 +276,11 @@ def ratio_sweep_plot(
         raise ValueError(f"at most {len(_REFERENCE_MARKERS)} references, got {len(references)}")
     if ax is None:
         ax = Figure(figsize=(7.0, 3.6), layout="constrained").add_subplot()
-    for key, label, policy in _RATIOS:
+    for key, label, scheme in _RATIOS:
         ax.plot(
             rates,
             [ratios[r][key] for r in rates],
-            color=POLICY_COLORS[policy],
+            color=SCHEME_COLORS[scheme],
             marker="o",
             ms=4.5,
             lw=2,
@@ -292,7 +292,7 @@ def ratio_sweep_plot(
         missing = [key for key, _, _ in _RATIOS if key not in values]
         if missing:
             raise ValueError(f"reference {source!r} lacks {missing}")
-        for key, _, policy in _RATIOS:
+        for key, _, scheme in _RATIOS:
             ax.plot(
                 [float(rate)],
                 [float(values[key])],
@@ -300,7 +300,7 @@ def ratio_sweep_plot(
                 marker=marker,
                 ms=size,
                 mfc="white",
-                mec=POLICY_COLORS[policy],
+                mec=SCHEME_COLORS[scheme],
                 mew=2,
                 zorder=4,
             )

@@ -1,8 +1,8 @@
 """§6's scheduler recorded: who is admitted, who is preempted and why, one iteration at a time.
 
 :func:`preemption_frames` serves a small workload with the real
-:class:`~kvcourse.serving.preemption.Scheduler` (or another scheduler class) under a
-:class:`~kvcourse.serving.policies.PagedPolicy` and records, after every iteration, the block pool
+:class:`~kvcourse.serving.preemption.VllmPaperScheduler` (or another scheduler class) under a
+:class:`~kvcourse.serving.schemes.PagedScheme` and records, after every iteration, the block pool
 (which request holds which block, how many of its slots hold tokens), the waiting queue in order,
 the victims of the iteration with the blocks they gave back, and who finished
 (:class:`PreemptionFrame`). Nothing is made up by hand: every block id comes from the requests'
@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 from kvcourse.serving.cost import IterationCost
 from kvcourse.serving.memory import LiveRequest, PagedMemory
-from kvcourse.serving.policies import PagedPolicy
-from kvcourse.serving.preemption import Scheduler, check_scheduler_class
+from kvcourse.serving.preemption import VllmPaperScheduler, check_scheduler_class
 from kvcourse.serving.scheduler import IterationScheduler
+from kvcourse.serving.schemes import PagedScheme
 from kvcourse.workloads import Request
 
 __all__ = [
@@ -147,23 +147,22 @@ def preemption_frames(
     *,
     block_size: int = 4,
     num_blocks: int = 6,
-    scheduler: type[IterationScheduler] = Scheduler,
+    scheduler: type[IterationScheduler] = VllmPaperScheduler,
     cost: IterationCost | None = None,
     max_iterations: int = 200,
 ) -> list[PreemptionFrame]:
     """Serve ``requests`` on a pool of ``num_blocks`` blocks of ``block_size`` slots with
-    ``scheduler`` (vLLM's FCFS, preempt-the-latest :class:`Scheduler` by default, or a subclass
-    such as :class:`~kvcourse.serving.progress.PreemptEarliest`), recomputing victims, and record
-    one :class:`PreemptionFrame` per iteration until every request finishes (at most
+    ``scheduler`` (the vLLM paper's FCFS, preempt-the-latest :class:`VllmPaperScheduler` by default,
+    or a subclass such as :class:`~kvcourse.serving.progress.PreemptEarliest`), recomputing victims,
+    and record one :class:`PreemptionFrame` per iteration until every request finishes (at most
     ``max_iterations``). ``cost`` defaults to one time unit per iteration, so arrival times count
-    iterations. Requests are named A, B, C … in arrival order.
-    """
+    iterations. Requests are named A, B, C … in arrival order."""
     check_scheduler_class(scheduler)
     if cost is None:
         cost = IterationCost(1.0, 0.0, 0.0)
-    policy = PagedPolicy(block_size)
+    scheme = PagedScheme(block_size)
     frames: list[PreemptionFrame] = []
-    with scheduler(requests, policy, num_slots=block_size * num_blocks, cost=cost) as run:
+    with scheduler(requests, scheme, num_slots=block_size * num_blocks, cost=cost) as run:
         memory = run.memory
         assert isinstance(memory, PagedMemory)
         rec = _Recorder(run)

@@ -69,8 +69,8 @@ KIND_LABELS: dict[str, str] = {
     "external": "external fragmentation",
     "free": "free",
 }
-#: The three policies as the vLLM paper colours them (Orca Max red, Orca Oracle green, vLLM blue).
-POLICY_COLORS: dict[str, str] = {"Max": "#D62728", "Oracle": "#2CA02C", "Paged": "#1F77B4"}
+#: The three schemes as the vLLM paper colours them (Orca Max red, Orca Oracle green, vLLM blue).
+SCHEME_COLORS: dict[str, str] = {"Max": "#D62728", "Oracle": "#2CA02C", "Paged": "#1F77B4"}
 #: Owners of the buddy walk-through's blocks (§3), in order of appearance.
 OWNER_COLORS: tuple[str, ...] = (BLUE, TEAL, PURPLE, YELLOW, BROWN, PINK)
 #: One colour per sequence of a sharing picture (§5), in order.

@@ -1,5 +1,5 @@
-"""The serving loop's preemption hooks: what it checks of them (kvcourse.serving.hooks), the
-primitives a hook calls (recompute, swap_out), and the check on scheduler classes."""
+"""The serving loop's preemption hooks: what it checks of them (kvcourse.serving.preemption_checks),
+the primitives a hook calls (recompute, swap_out), and the check on scheduler classes."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from kvcourse.serving import (
     IterationCost,
     IterationScheduler,
     LiveRequest,
-    PagedPolicy,
+    PagedScheme,
     PreemptEarliest,
     PreemptionError,
-    Scheduler,
+    VllmPaperScheduler,
     check_scheduler_class,
     latency_rate_sweep,
     measure_latency,
@@ -43,15 +43,15 @@ class Latest(IterationScheduler):
         self.recompute(victim)
 
 
-def run(scheduler: type[IterationScheduler], policy=None) -> IterationScheduler:
-    with scheduler(crowd(), policy or PagedPolicy(4), num_slots=16, cost=UNIT) as s:
+def run(scheduler: type[IterationScheduler], scheme=None) -> IterationScheduler:
+    with scheduler(crowd(), scheme or PagedScheme(4), num_slots=16, cost=UNIT) as s:
         for _ in s:
             pass
     return s
 
 
 def test_hooks_written_on_the_bare_loop_serve_like_vllms_scheduler():
-    mine, vllm = run(Latest), run(Scheduler)
+    mine, vllm = run(Latest), run(VllmPaperScheduler)
     assert (mine.iterations, mine.preemptions, mine.recomputed_tokens, mine.time_s) == (
         vllm.iterations,
         vllm.preemptions,
@@ -142,7 +142,7 @@ def test_recompute_and_swap_out_refuse_a_victim_that_still_holds_memory():
     with pytest.raises(PreemptionError, match=r"recompute\(request 2\).*after memory.release"):
         run(RecomputesFirst)
     with pytest.raises(PreemptionError, match=r"swap_out\(request 2\).*after memory.release"):
-        run(SwapsFirst, PagedPolicy(4, recovery="swap"))
+        run(SwapsFirst, PagedScheme(4, recovery="swap"))
 
 
 def test_a_second_release_of_the_same_victim_is_refused():
@@ -167,7 +167,7 @@ def test_swap_out_without_a_cpu_pool_returns_false_and_changes_nothing():
             seen.append(self.swap_out(victim))
             self.recompute(victim)
 
-    s = run(TriesToSwap)  # recovery "recompute": the policy keeps no CPU pool
+    s = run(TriesToSwap)  # recovery "recompute": the scheme keeps no CPU pool
     assert seen and not any(seen)
     assert s.swap_fallbacks == len(seen) and s.swap_outs == 0 and s.swap_s == 0.0
     assert s.recomputations == s.preemptions == len(seen)
@@ -184,8 +184,8 @@ def test_swapping_hooks_on_the_bare_loop_match_vllms_swap_recovery():
             if not self.swap_out(victim):
                 self.recompute(victim)
 
-    policy = PagedPolicy(4, recovery="swap")
-    mine, vllm = run(Swaps, policy), run(Scheduler, policy)
+    scheme = PagedScheme(4, recovery="swap")
+    mine, vllm = run(Swaps, scheme), run(VllmPaperScheduler, scheme)
     assert mine.swap_outs == vllm.swap_outs > 0
     assert (mine.swapped_in_blocks, mine.swap_s, mine.time_s) == (
         vllm.swapped_in_blocks,
@@ -195,19 +195,23 @@ def test_swapping_hooks_on_the_bare_loop_match_vllms_swap_recovery():
 
 
 def test_scheduler_classes_are_checked_before_a_run():
-    assert check_scheduler_class(Scheduler) is Scheduler
+    assert check_scheduler_class(VllmPaperScheduler) is VllmPaperScheduler
     assert check_scheduler_class(Latest) is Latest
-    for bad in (object, Scheduler(crowd(), PagedPolicy(4), num_slots=16), "Scheduler"):
+    for bad in (
+        object,
+        VllmPaperScheduler(crowd(), PagedScheme(4), num_slots=16),
+        "VllmPaperScheduler",
+    ):
         with pytest.raises(TypeError, match="subclass of IterationScheduler"):
             check_scheduler_class(bad)
     with pytest.raises(TypeError, match="does not define choose_victim"):
         check_scheduler_class(IterationScheduler)
     with pytest.raises(TypeError, match="does not define choose_victim"):
-        measure_latency(crowd(), PagedPolicy(4), num_slots=16, scheduler=IterationScheduler)
+        measure_latency(crowd(), PagedScheme(4), num_slots=16, scheduler=IterationScheduler)
 
 
 def test_the_latency_sweep_runs_the_scheduler_it_is_given():
-    args = dict(rates=(3.0,), policies=[PagedPolicy()], num_requests=300, seed=1, num_slots=3000)
+    args = dict(rates=(3.0,), schemes=[PagedScheme()], num_requests=300, seed=1, num_slots=3000)
     vllm = latency_rate_sweep(**args)
     same = latency_rate_sweep(**args, scheduler=Latest)
     other = latency_rate_sweep(**args, scheduler=PreemptEarliest)

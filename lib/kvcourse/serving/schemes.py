@@ -1,24 +1,24 @@
 """Three ways to hand out KV memory (§3.3, §3.4): reserve the maximum, the exact length, or page.
 
 The KV memory is ``num_slots`` token slots — :data:`A100_SLOTS`, 12,596, for OPT-13B on an
-A100-40GB (:func:`kvcourse.sizing.kv_token_capacity`). The policies differ only in how they hand
+A100-40GB (:func:`kvcourse.sizing.kv_token_capacity`). The schemes differ only in how they hand
 it out:
 
-* :class:`ReserveMaxPolicy` ("Max"): each request reserves a contiguous run of the maximum
+* :class:`ReserveMaxScheme` ("Max"): each request reserves a contiguous run of the maximum
   sequence length, 2048 slots, when it is admitted;
-* :class:`OraclePolicy` ("Oracle"): each request reserves a contiguous run of exactly its final
+* :class:`OracleScheme` ("Oracle"): each request reserves a contiguous run of exactly its final
   length, prompt + output — which no real server knows in advance — through a contiguous allocator,
   by default the :class:`~kvcourse.blocks.buddy.BuddyAllocator`, which rounds up to a power of two;
-* :class:`PagedPolicy` ("Paged"): PagedAttention's blocks of 16 slots
+* :class:`PagedScheme` ("Paged"): PagedAttention's blocks of 16 slots
   (:class:`~kvcourse.blocks.pool.BlockPool`, :class:`~kvcourse.blocks.table.BlockTable`), allocated
   on demand as tokens arrive, with nothing reserved. When the blocks run out the scheduler preempts
-  a request, and the policy's ``recovery`` (§6.2, :data:`RECOVERIES`) says how it comes back:
+  a request, and the scheme's ``recovery`` (§6.2, :data:`RECOVERIES`) says how it comes back:
   recomputed, swapped through a CPU block pool, or whichever is cheaper.
 
-A policy is configuration only: :meth:`MemoryPolicy.start_memory` builds a fresh, empty
-:class:`~kvcourse.serving.memory.KVMemory` for each run, so one policy object serves many runs.
+A scheme is configuration only: :meth:`MemoryScheme.start_memory` builds a fresh, empty
+:class:`~kvcourse.serving.memory.KVMemory` for each run, so one scheme object serves many runs.
 
-A student's allocator plugs into the contiguous policies: pass its class (called with the arena
+A student's allocator plugs into the contiguous schemes: pass its class (called with the arena
 size) or an empty instance as ``allocator``; the simulator checks what it returns and raises
 :class:`~kvcourse.serving.memory.AllocatorContractError` naming the broken promise.
 """
@@ -38,29 +38,29 @@ from kvcourse.workloads import Request
 __all__ = [
     "A100_SLOTS",
     "AllocatorSource",
-    "MemoryPolicy",
-    "OraclePolicy",
-    "PagedPolicy",
+    "MemoryScheme",
+    "OracleScheme",
+    "PagedScheme",
     "RECOVERIES",
-    "ReserveMaxPolicy",
-    "check_policy",
-    "default_policies",
+    "ReserveMaxScheme",
+    "check_scheme",
+    "default_schemes",
 ]
 
 #: KV token slots of OPT-13B on an A100-40GB with 10 % kept for activations: 12,596.
 A100_SLOTS: int = kv_token_capacity(OPT_13B, A100_40GB)
 
-#: An allocator for a contiguous policy: a factory called with the arena size (a class such as
+#: An allocator for a contiguous scheme: a factory called with the arena size (a class such as
 #: :class:`~kvcourse.blocks.buddy.BuddyAllocator` is one), or an empty allocator instance.
 AllocatorSource = Callable[[int], ContiguousAllocator] | ContiguousAllocator
 
 
-class MemoryPolicy:
-    """How KV memory is handed to requests; subclasses are the three policies of §3.
+class MemoryScheme:
+    """How KV memory is handed to requests; subclasses are the three schemes of §3.
 
     ``name`` is the short name used as a key ("Max", "Oracle", "Paged") and ``label`` a longer
-    description for tables. A policy holds configuration only: every run starts from the empty
-    memory :meth:`start_memory` builds, so one policy object can serve many runs.
+    description for tables. A scheme holds configuration only: every run starts from the empty
+    memory :meth:`start_memory` builds, so one scheme object can serve many runs.
     """
 
     name: str = ""
@@ -109,14 +109,14 @@ def _check_allocator_source(source: object, owner: str) -> None:
         )
 
 
-class ReserveMaxPolicy(MemoryPolicy):
-    """The "Max" policy: every request reserves ``max_len`` contiguous slots (2048, OPT's context)
+class ReserveMaxScheme(MemoryScheme):
+    """The "Max" scheme: every request reserves ``max_len`` contiguous slots (2048, OPT's context)
     when it is admitted, through ``allocator`` (a buddy allocator by default; 2048 is a power of
     two, so no rounding). On 12,596 slots at most 6 requests run at once."""
 
     def __init__(self, max_len: int = 2048, allocator: AllocatorSource = BuddyAllocator) -> None:
         max_len = check_positive_int("max_len", max_len, "e.g. 2048")
-        _check_allocator_source(allocator, "ReserveMaxPolicy")
+        _check_allocator_source(allocator, "ReserveMaxScheme")
         self.max_len = max_len
         self.allocator = allocator
         self.name = "Max"
@@ -126,22 +126,22 @@ class ReserveMaxPolicy(MemoryPolicy):
         """Contiguous memory in which every request reserves ``max_len`` slots."""
         if self.max_len > num_slots:
             raise ValueError(
-                f"ReserveMaxPolicy: max_len {self.max_len} exceeds the arena of {num_slots} "
+                f"ReserveMaxScheme: max_len {self.max_len} exceeds the arena of {num_slots} "
                 f"slots, so no request could ever be admitted; lower max_len or add slots"
             )
         longest = max(requests, key=lambda r: r.total_len)
         if longest.total_len > self.max_len:
             raise ValueError(
-                f"ReserveMaxPolicy: request {longest.request_id} needs {longest.total_len} slots "
+                f"ReserveMaxScheme: request {longest.request_id} needs {longest.total_len} slots "
                 f"(prompt + output), more than max_len {self.max_len}; clip the workload to "
                 f"max_len or raise max_len"
             )
-        allocator = _resolve_allocator(self.allocator, num_slots, "ReserveMaxPolicy")
+        allocator = _resolve_allocator(self.allocator, num_slots, "ReserveMaxScheme")
         return ContiguousMemory(allocator, num_slots, self.max_len)
 
 
-class OraclePolicy(MemoryPolicy):
-    """The "Oracle" policy: every request reserves exactly its final length (prompt + output) when
+class OracleScheme(MemoryScheme):
+    """The "Oracle" scheme: every request reserves exactly its final length (prompt + output) when
     it is admitted — as if the output length were known in advance — through ``allocator``. With the
     default :class:`~kvcourse.blocks.buddy.BuddyAllocator` the run is rounded up to a power of two.
 
@@ -150,7 +150,7 @@ class OraclePolicy(MemoryPolicy):
     """
 
     def __init__(self, allocator: AllocatorSource = BuddyAllocator) -> None:
-        _check_allocator_source(allocator, "OraclePolicy")
+        _check_allocator_source(allocator, "OracleScheme")
         self.allocator = allocator
         self.name = "Oracle"
         name = getattr(allocator, "__name__", None) or type(allocator).__name__
@@ -161,10 +161,10 @@ class OraclePolicy(MemoryPolicy):
         longest = max(requests, key=lambda r: r.total_len)
         if longest.total_len > num_slots:
             raise ValueError(
-                f"OraclePolicy: request {longest.request_id} needs {longest.total_len} slots, more "
+                f"OracleScheme: request {longest.request_id} needs {longest.total_len} slots, more "
                 f"than the whole arena of {num_slots}; clip the workload or add slots"
             )
-        allocator = _resolve_allocator(self.allocator, num_slots, "OraclePolicy")
+        allocator = _resolve_allocator(self.allocator, num_slots, "OracleScheme")
         return ContiguousMemory(allocator, num_slots, None)
 
 
@@ -175,11 +175,11 @@ RECOVERIES: tuple[str, ...] = ("recompute", "swap", "cheaper")
 _RECOVERY_LABELS = {"recompute": "", "swap": ", swap", "cheaper": ", swap or recompute"}
 
 
-class PagedPolicy(MemoryPolicy):
-    """The "Paged" policy: PagedAttention's blocks of ``block_size`` slots (16, vLLM's default),
+class PagedScheme(MemoryScheme):
+    """The "Paged" scheme: PagedAttention's blocks of ``block_size`` slots (16, vLLM's default),
     taken from a :class:`~kvcourse.blocks.pool.BlockPool` only when a sequence's last block is
     full. A request is admitted when its prompt and first token fit now; when the pool runs dry the
-    scheduler preempts a running request (:class:`~kvcourse.serving.scheduler.Scheduler`).
+    scheduler preempts a running request (:class:`~kvcourse.serving.scheduler.VllmPaperScheduler`).
 
     ``recovery`` says how a preempted request comes back (§6.2, :data:`RECOVERIES`):
 
@@ -198,7 +198,7 @@ class PagedPolicy(MemoryPolicy):
     workloads the peak stays near a quarter of it). ``swap_cost``: the PCIe model, by
     default :meth:`SwapCost.for_model` of OPT-13B at this block size (25 GB/s, 10 µs per copy),
     matching the default iteration cost. ``name`` keys results (default ``"Paged"``): give two
-    paged policies different names to compare them in one call.
+    paged schemes different names to compare them in one call.
     """
 
     def __init__(
@@ -213,13 +213,13 @@ class PagedPolicy(MemoryPolicy):
         block_size = check_positive_int("block_size", block_size, "e.g. 16")
         if not isinstance(recovery, str) or recovery not in RECOVERIES:
             raise ValueError(
-                f"PagedPolicy: unknown recovery {recovery!r}; pass one of {', '.join(RECOVERIES)}"
+                f"PagedScheme: unknown recovery {recovery!r}; pass one of {', '.join(RECOVERIES)}"
             )
         if cpu_blocks is not None:
             cpu_blocks = check_count("cpu_blocks", cpu_blocks)
             if cpu_blocks == 0 and recovery != "recompute":
                 raise ValueError(
-                    f"PagedPolicy: recovery {recovery!r} with cpu_blocks=0: a CPU pool of no "
+                    f"PagedScheme: recovery {recovery!r} with cpu_blocks=0: a CPU pool of no "
                     f"blocks can hold no swapped KV; give it blocks (e.g. cpu_blocks=787) or use "
                     f"recovery='recompute'"
                 )
@@ -227,11 +227,11 @@ class PagedPolicy(MemoryPolicy):
             swap_cost = SwapCost.for_model(OPT_13B, block_size)
         elif not isinstance(swap_cost, SwapCost):
             raise TypeError(
-                f"PagedPolicy: swap_cost must be a SwapCost such as SwapCost.for_model(OPT_13B, "
+                f"PagedScheme: swap_cost must be a SwapCost such as SwapCost.for_model(OPT_13B, "
                 f"{block_size}), got {swap_cost!r}"
             )
         if not isinstance(name, str) or not name:
-            raise TypeError(f"PagedPolicy: name must be a non-empty str, got {name!r}")
+            raise TypeError(f"PagedScheme: name must be a non-empty str, got {name!r}")
         self.block_size = block_size
         self.recovery = recovery
         self.cpu_blocks = cpu_blocks
@@ -246,7 +246,7 @@ class PagedPolicy(MemoryPolicy):
         longest = max(requests, key=lambda r: r.total_len)
         if longest.total_len > usable:
             raise ValueError(
-                f"PagedPolicy: request {longest.request_id} needs {longest.total_len} slots but "
+                f"PagedScheme: request {longest.request_id} needs {longest.total_len} slots but "
                 f"the pool holds only {usable} ({num_slots} slots in blocks of "
                 f"{self.block_size}), so it can never fit, even alone; clip the workload or add "
                 f"slots"
@@ -257,25 +257,25 @@ class PagedPolicy(MemoryPolicy):
         return PagedMemory(num_slots, self.block_size, cpu)
 
 
-def default_policies(
+def default_schemes(
     allocator: AllocatorSource = BuddyAllocator, *, max_len: int = 2048, block_size: int = 16
-) -> list[MemoryPolicy]:
-    """The three policies of §3.3 in the lecture's order: Max, Oracle (with ``allocator``), Paged.
+) -> list[MemoryScheme]:
+    """The three schemes of §3.3 in the lecture's order: Max, Oracle (with ``allocator``), Paged.
 
     Pass a student's allocator class to run the whole comparison on it; Max uses it too.
     """
     return [
-        ReserveMaxPolicy(max_len, allocator),
-        OraclePolicy(allocator),
-        PagedPolicy(block_size),
+        ReserveMaxScheme(max_len, allocator),
+        OracleScheme(allocator),
+        PagedScheme(block_size),
     ]
 
 
-def check_policy(policy: object) -> MemoryPolicy:
-    """``policy`` if it is a :class:`~kvcourse.serving.policies.MemoryPolicy`; TypeError if not."""
-    if not isinstance(policy, MemoryPolicy):
+def check_scheme(scheme: object) -> MemoryScheme:
+    """``scheme`` if it is a :class:`~kvcourse.serving.schemes.MemoryScheme`; TypeError if not."""
+    if not isinstance(scheme, MemoryScheme):
         raise TypeError(
-            f"policy must be a MemoryPolicy such as ReserveMaxPolicy(), OraclePolicy() or "
-            f"PagedPolicy(); got {policy!r}"
+            f"scheme must be a MemoryScheme such as ReserveMaxScheme(), OracleScheme() or "
+            f"PagedScheme(); got {scheme!r}"
         )
-    return policy
+    return scheme

@@ -1,4 +1,4 @@
-"""Tests for kvcourse.serving.policies (§3.3): the three policies are configured and checked as
+"""Tests for kvcourse.serving.schemes (§3.3): the three schemes are configured and checked as
 the lecture describes, each fills the kinds of memory it should, and a student's allocator plugs
 into the contiguous ones (and is caught when it breaks a promise)."""
 
@@ -10,16 +10,16 @@ from kvcourse.blocks import BuddyAllocator
 from kvcourse.serving import (
     A100_SLOTS,
     AllocatorContractError,
-    MemoryPolicy,
-    OraclePolicy,
-    PagedPolicy,
-    ReserveMaxPolicy,
-    compare_policies,
-    default_policies,
+    MemoryScheme,
+    OracleScheme,
+    PagedScheme,
+    ReserveMaxScheme,
+    compare_schemes,
+    default_schemes,
     simulate,
 )
 from kvcourse.serving.memory import ContiguousMemory, PagedMemory
-from kvcourse.serving.policies import check_policy
+from kvcourse.serving.schemes import check_scheme
 from kvcourse.workloads import LengthDistribution, Request, generate_requests
 
 # A small, fast, overloaded configuration: short requests (≤ 256 tokens), 1500 slots, 40 req/s.
@@ -77,61 +77,61 @@ class FirstFit:
 
 def test_names_labels_and_the_default_three():
     assert A100_SLOTS == 12_596
-    policies = default_policies()
-    assert [p.name for p in policies] == ["Max", "Oracle", "Paged"]
-    assert [p.label for p in policies] == [
+    schemes = default_schemes()
+    assert [p.name for p in schemes] == ["Max", "Oracle", "Paged"]
+    assert [p.label for p in schemes] == [
         "Max (reserve 2048)",
         "Oracle + buddy",
         "Paged (block 16)",
     ]
-    assert repr(policies[2]) == "PagedPolicy('Paged (block 16)')"
-    mine = default_policies(FirstFit, max_len=512, block_size=32)
+    assert repr(schemes[2]) == "PagedScheme('Paged (block 16)')"
+    mine = default_schemes(FirstFit, max_len=512, block_size=32)
     assert [p.label for p in mine] == ["Max (reserve 512)", "Oracle + FirstFit", "Paged (block 32)"]
     assert mine[0].allocator is FirstFit and mine[1].allocator is FirstFit
-    assert OraclePolicy(FirstFit(64)).label == "Oracle + FirstFit"
-    assert check_policy(policies[0]) is policies[0]
-    with pytest.raises(TypeError, match="MemoryPolicy"):
-        check_policy("paged")
+    assert OracleScheme(FirstFit(64)).label == "Oracle + FirstFit"
+    assert check_scheme(schemes[0]) is schemes[0]
+    with pytest.raises(TypeError, match="MemoryScheme"):
+        check_scheme("paged")
 
 
 def test_each_policy_starts_a_fresh_empty_memory_per_run():
     requests = small_requests(n=20)
-    for policy in default_policies(max_len=SMALL_MAX):
-        first = policy.start_memory(SMALL_SLOTS, requests)
-        again = policy.start_memory(SMALL_SLOTS, requests)
+    for scheme in default_schemes(max_len=SMALL_MAX):
+        first = scheme.start_memory(SMALL_SLOTS, requests)
+        again = scheme.start_memory(SMALL_SLOTS, requests)
         assert first is not again and first.allocated() == again.allocated() == 0
-        kind = PagedMemory if isinstance(policy, PagedPolicy) else ContiguousMemory
+        kind = PagedMemory if isinstance(scheme, PagedScheme) else ContiguousMemory
         assert isinstance(first, kind)
     with pytest.raises(NotImplementedError):
-        MemoryPolicy().start_memory(SMALL_SLOTS, requests)
+        MemoryScheme().start_memory(SMALL_SLOTS, requests)
 
 
 def test_bad_configurations_are_refused():
     requests = small_requests(n=50)
     with pytest.raises(ValueError, match="max_len must be positive"):
-        ReserveMaxPolicy(max_len=0)
+        ReserveMaxScheme(max_len=0)
     with pytest.raises(TypeError, match="max_len must be an int"):
-        ReserveMaxPolicy(max_len=1.5)
+        ReserveMaxScheme(max_len=1.5)
     with pytest.raises(ValueError, match="block_size must be positive"):
-        PagedPolicy(block_size=0)
+        PagedScheme(block_size=0)
     with pytest.raises(TypeError, match="ContiguousAllocator"):
-        OraclePolicy(allocator=42)
-    with pytest.raises(TypeError, match="ReserveMaxPolicy: allocator"):
-        ReserveMaxPolicy(allocator=42)
+        OracleScheme(allocator=42)
+    with pytest.raises(TypeError, match="ReserveMaxScheme: allocator"):
+        ReserveMaxScheme(allocator=42)
     with pytest.raises(ValueError, match="more than max_len 64"):
-        ReserveMaxPolicy(64).start_memory(SMALL_SLOTS, requests)
+        ReserveMaxScheme(64).start_memory(SMALL_SLOTS, requests)
     with pytest.raises(ValueError, match="exceeds the arena"):
-        ReserveMaxPolicy().start_memory(SMALL_SLOTS, requests)
+        ReserveMaxScheme().start_memory(SMALL_SLOTS, requests)
     with pytest.raises(ValueError, match="more than the whole arena of 100"):
-        OraclePolicy().start_memory(100, requests)
+        OracleScheme().start_memory(100, requests)
     with pytest.raises(ValueError, match="the pool holds only 96"):
-        PagedPolicy().start_memory(100, requests)
+        PagedScheme().start_memory(100, requests)
     with pytest.raises(TypeError, match="factory returned"):
-        OraclePolicy(lambda n: "memory").start_memory(SMALL_SLOTS, requests)
+        OracleScheme(lambda n: "memory").start_memory(SMALL_SLOTS, requests)
     used = BuddyAllocator(SMALL_SLOTS)
     used.alloc(10)
     with pytest.raises(ValueError, match="start empty"):
-        OraclePolicy(used).start_memory(SMALL_SLOTS, requests)
+        OracleScheme(used).start_memory(SMALL_SLOTS, requests)
 
 
 # ---------------------------------------------------------------------------- the kinds they fill
@@ -139,8 +139,8 @@ def test_bad_configurations_are_refused():
 
 @pytest.fixture(scope="module")
 def small_results():
-    return compare_policies(
-        small_requests(), default_policies(max_len=SMALL_MAX), num_slots=SMALL_SLOTS
+    return compare_schemes(
+        small_requests(), default_schemes(max_len=SMALL_MAX), num_slots=SMALL_SLOTS
     )
 
 
@@ -168,20 +168,20 @@ def test_only_paged_preempts(small_results):
 
 def test_a_student_allocator_plugs_into_the_oracle_policy():
     requests = small_requests()
-    mine = simulate(requests, OraclePolicy(FirstFit), num_slots=SMALL_SLOTS)
-    buddy = simulate(requests, OraclePolicy(), num_slots=SMALL_SLOTS)
+    mine = simulate(requests, OracleScheme(FirstFit), num_slots=SMALL_SLOTS)
+    buddy = simulate(requests, OracleScheme(), num_slots=SMALL_SLOTS)
     assert mine.label == "Oracle + FirstFit" and buddy.label == "Oracle + buddy"
     assert (mine.timeline.internal == 0).all()  # exact sizes: no rounding
     assert mine.shares.stored > buddy.shares.stored
     # an empty instance works too, and is handed back empty so it can be used again
     instance = FirstFit(SMALL_SLOTS)
-    once = simulate(requests, OraclePolicy(instance), num_slots=SMALL_SLOTS)
+    once = simulate(requests, OracleScheme(instance), num_slots=SMALL_SLOTS)
     assert instance.free_slots() == SMALL_SLOTS and not instance.used
-    twice = simulate(requests, OraclePolicy(instance), num_slots=SMALL_SLOTS)
+    twice = simulate(requests, OracleScheme(instance), num_slots=SMALL_SLOTS)
     assert once == twice and once.shares == mine.shares
     # the whole comparison runs on it
-    policies = default_policies(FirstFit, max_len=SMALL_MAX)
-    results = compare_policies(requests, policies, num_slots=SMALL_SLOTS)
+    schemes = default_schemes(FirstFit, max_len=SMALL_MAX)
+    results = compare_schemes(requests, schemes, num_slots=SMALL_SLOTS)
     assert results["Paged"].shares.stored > results["Oracle"].shares.stored
 
 
@@ -211,15 +211,15 @@ class FreeLeaks(FirstFit):
 )
 def test_a_broken_allocator_is_named_clearly(allocator, message):
     with pytest.raises(AllocatorContractError, match=message):
-        simulate(small_requests(), OraclePolicy(allocator), num_slots=SMALL_SLOTS)
+        simulate(small_requests(), OracleScheme(allocator), num_slots=SMALL_SLOTS)
 
 
 def test_a_request_that_can_never_fit_stops_the_run_with_a_reason():
     # 12 slots = roots of 8 and 4: a 10-slot request fits the arena's size but no buddy block.
     requests = [Request(0, 0.0, 5, 5), Request(1, 1.0, 2, 2)]
     with pytest.raises(RuntimeError, match="request 0 .* can never be admitted"):
-        simulate(requests, OraclePolicy(), num_slots=12)
+        simulate(requests, OracleScheme(), num_slots=12)
     instance = BuddyAllocator(12)
     with pytest.raises(RuntimeError):
-        simulate(list(reversed(requests)), OraclePolicy(instance), num_slots=12)
+        simulate(list(reversed(requests)), OracleScheme(instance), num_slots=12)
     assert instance.free_slots() == 12  # handed back empty after the error
