@@ -1,4 +1,4 @@
-"""Measure the course's CPU budgets (COURSE.md §7) and print them beside their targets.
+"""Measure the course's CPU budgets (CONTRIBUTING.md, Budgets) and print them beside their targets.
 
 * every book page executes in ≤ 30 s and the whole book builds cold in ≤ 8 min;
 * every solution notebook executes in ≤ 60 s;

@@ -1,4 +1,5 @@
-"""Benchmark the course's paged decode-attention kernel against PyTorch's attention (COURSE.md §7).
+"""Benchmark the course's paged decode-attention kernel against PyTorch's attention (the kernel
+budget of CONTRIBUTING.md).
 
 Run from the repository root:
 
@@ -80,7 +81,7 @@ SMOKE_SUITE = Suite(
     extra_head_dims=(80, 96, 112, 192),  # not powers of two: padded inside the kernel
 )  # fmt: skip
 
-#: COURSE.md §7 targets for our kernel: fraction of copy bandwidth, or microseconds for 1×4096.
+#: The kernel budget (CONTRIBUTING.md): fraction of copy bandwidth, or microseconds for 1×4096.
 TARGETS = {(1, 4096): ("time_us", 12.0), (8, 4096): ("fraction", 0.80)}
 TARGETS.update({shape: ("fraction", 0.95) for shape in ((64, 4096), (32, 16384), (128, 1024))})
 
@@ -549,7 +550,7 @@ def report(suite: Suite, items, env: dict, results: list[dict], wall_s: float) -
         format_row(suite, item, result, env) for item, result in zip(items, results, strict=True)
     ]
     if env.get("backend") == "triton-gpu":
-        lines += ["", "targets (COURSE.md §7) for ours:"]
+        lines += ["", "targets (CONTRIBUTING.md, Budgets) for ours:"]
         for (shape_index, peer), result in zip(items, results, strict=True):
             shape = suite.shapes[shape_index]
             if peer != "ours" or shape not in TARGETS or "ms" not in result:

@@ -44,7 +44,7 @@ c.CourseDirectory.db_url = f"sqlite:///{GRADING / 'gradebook.db'}"
 
 # --- autograding -----------------------------------------------------------------------------
 # One cell may run for this long before nbgrader interrupts it. Every solution notebook runs in
-# well under 60 s in total (COURSE.md §7), so no correct cell comes near it.
+# well under 60 s in total (CONTRIBUTING.md, "Budgets"), so no correct cell comes near it.
 c.Execute.timeout = 60
 c.Execute.interrupt_on_timeout = True
 # RobustExecute is nbgrader's Execute plus one thing: when the kernel dies (os._exit, a crash),

@@ -1,9 +1,9 @@
 """The paged-attention kernel's GPU measurements that §4 may show, read from bench/results/.
 
 A page shows a measurement only from the run that measured that very thing: here, a JSON record
-written by ``bench/paged_attention.py`` on a GPU, with the compiled Triton backend and the table
-(not the launch-constant sweep) of COURSE.md §7. CPU timing records, interpreter smoke runs and
-sweeps in the same folder are never taken for kernel measurements.
+written by ``bench/paged_attention.py`` on a GPU, with the compiled Triton backend and the table of
+the kernel budget (CONTRIBUTING.md, "Budgets"; not the launch-constant sweep). CPU timing records,
+interpreter smoke runs and sweeps in the same folder are never taken for kernel measurements.
 """
 
 from __future__ import annotations
