@@ -355,8 +355,11 @@ def cmd_bundle(course: Course, args: argparse.Namespace) -> int:
         f"wrote {course.rel(report.path)} ({report.kind}, {report.size / 2**20:.1f} MiB, "
         f"{len(report.files)} files, sha256 {report.digest[:16]}):"
     )
-    parts = {"notebooks/": "the released assignments", "lib/kvcourse/": "the course library",
-             "lab/": "the students' JupyterLab settings"}  # fmt: skip
+    parts = {
+        "notebooks/": "the released assignments",
+        "lib/kvcourse/": "the course library",
+        "lab/": "the students' JupyterLab settings",
+    }
     for prefix, what in parts.items():
         count = sum(name.startswith(prefix) for name in report.files)
         print(f"  {prefix:<14} {count:4d} file{'' if count == 1 else 's'}  {what}")

@@ -123,8 +123,10 @@ class IterationScheduler:
         if self.recovery not in RECOVERIES or (
             self.recovery != "recompute" and not isinstance(self.swap_cost, SwapCost)
         ):
-            raise ValueError(f"{scheme!r}: recovery must be one of {RECOVERIES} (swapping needs "
-                             f"a SwapCost swap_cost), got {self.recovery!r}")  # fmt: skip
+            raise ValueError(
+                f"{scheme!r}: recovery must be one of {RECOVERIES} (swapping needs "
+                f"a SwapCost swap_cost), got {self.recovery!r}"
+            )
         self.memory = scheme.start_memory(self.num_slots, self.requests)
         self.time_s = 0.0
         self.waiting: deque[LiveRequest] = deque()

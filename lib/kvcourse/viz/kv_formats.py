@@ -146,12 +146,14 @@ def window_blocks_figure(
         ax.text(1.9, y + s / 2, f"{n} tokens", ha="right", va="center", fontsize=fontsize)
         for b in range(ceil_div(n, block_size)):
             x0 = 2.2 + b * (block_w + gap_x)
-            center_text(ax, x0 + block_w / 2, y + s + 0.2, str(b), fontsize=fontsize - 2,
-                        color="0.35")  # fmt: skip
+            center_text(
+                ax, x0 + block_w / 2, y + s + 0.2, str(b), fontsize=fontsize - 2, color="0.35"
+            )
             if b not in held:
                 ax.add_patch(Rectangle((x0, y), block_w, s, fc="white", ec=FREE_EDGE, ls="--"))
-                center_text(ax, x0 + block_w / 2, y + s / 2, "freed", fontsize=fontsize - 2,
-                            color="0.45")  # fmt: skip
+                center_text(
+                    ax, x0 + block_w / 2, y + s / 2, "freed", fontsize=fontsize - 2, color="0.45"
+                )
                 continue
             for k in range(block_size):
                 t = b * block_size + k

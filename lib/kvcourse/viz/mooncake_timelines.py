@@ -87,10 +87,21 @@ def layerwise_gantt(
                     (b.start_s * 1e3, b.duration_s * 1e3) for b in bars if b.layer % 2 == parity
                 ]
                 color = LANE_COLORS[kind] if parity == 0 or thin else _lighter(LANE_COLORS[kind])
-                ax.broken_barh(spans, (y - lane_h / 2, lane_h), facecolors=color,
-                               edgecolors=color, linewidth=0.8 if thin else 0)  # fmt: skip
-        ax.text(0, base + len(INTERVAL_KINDS) - 0.35, label, fontsize=fontsize, weight="bold",
-                va="bottom")  # fmt: skip
+                ax.broken_barh(
+                    spans,
+                    (y - lane_h / 2, lane_h),
+                    facecolors=color,
+                    edgecolors=color,
+                    linewidth=0.8 if thin else 0,
+                )
+        ax.text(
+            0,
+            base + len(INTERVAL_KINDS) - 0.35,
+            label,
+            fontsize=fontsize,
+            weight="bold",
+            va="bottom",
+        )
         end = timeline.total_s * 1e3
         ax.text(end + 0.01 * longest, base + 1, f"{end:.0f} ms", va="center", fontsize=fontsize)
     ax.set_yticks(ticks, tick_labels, fontsize=fontsize - 1)
@@ -107,8 +118,9 @@ def layerwise_gantt(
         Patch(fc=LANE_COLORS["compute"], label="compute one layer"),
         Patch(fc=LANE_COLORS["store"], label="store new KV (one layer)"),
     ]
-    fig.legend(handles=handles, loc="outside lower center", ncols=3, frameon=False,
-               fontsize=fontsize - 1)  # fmt: skip
+    fig.legend(
+        handles=handles, loc="outside lower center", ncols=3, frameon=False, fontsize=fontsize - 1
+    )
     return fig
 
 
@@ -138,11 +150,25 @@ def pipeline_schedule_figure(
     for slot in schedule.slots:
         y = stages - 1 - slot.stage
         color = SEQUENCE_COLORS[slot.chunk % len(SEQUENCE_COLORS)]
-        ax.add_patch(Rectangle((slot.start_s, y - 0.38), slot.end_s - slot.start_s, 0.76,
-                               fc=color, ec="white", lw=0.6))  # fmt: skip
+        ax.add_patch(
+            Rectangle(
+                (slot.start_s, y - 0.38),
+                slot.end_s - slot.start_s,
+                0.76,
+                fc=color,
+                ec="white",
+                lw=0.6,
+            )
+        )
         if slot.end_s - slot.start_s >= min_label_s:
-            center_text(ax, (slot.start_s + slot.end_s) / 2, y, str(slot.chunk + 1),
-                        fontsize=fontsize - 2, color=text_color_on(color))  # fmt: skip
+            center_text(
+                ax,
+                (slot.start_s + slot.end_s) / 2,
+                y,
+                str(slot.chunk + 1),
+                fontsize=fontsize - 2,
+                color=text_color_on(color),
+            )
     ax.set_yticks(range(stages), [f"stage {stages - i}" for i in range(stages)], fontsize=fontsize)
     ax.tick_params(axis="y", length=0)
     ax.tick_params(axis="x", labelsize=fontsize - 1)

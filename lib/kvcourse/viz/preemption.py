@@ -175,8 +175,16 @@ def draw_preemption_frame(
     qx += 3.4
     victims = {v.name for v in frame.victims}
     if not frame.waiting:
-        ax.text(qx, y + _H / 2, "empty", ha="left", va="center", fontsize=fontsize - 1,
-                color="0.5", style="italic")  # fmt: skip
+        ax.text(
+            qx,
+            y + _H / 2,
+            "empty",
+            ha="left",
+            va="center",
+            fontsize=fontsize - 1,
+            color="0.5",
+            style="italic",
+        )
     for w in frame.waiting:
         hit = w.name in victims
         color = colors.get(w.name, "#BDBDBD")
