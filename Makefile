@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 # The CPU build of PyTorch; pip takes it from a local wheel where one is provided. Override on a GPU
-# machine, e.g. `make TORCH_SPEC="torch==2.11.0" test`, or with an already installed torch.
+# machine, e.g. `make TORCH_SPEC="torch==2.11.0" CONSTRAINTS= test`.
 TORCH_SPEC ?= torch==2.13.0
 ASSIGNMENTS ?=
 # The assignment a collected folder holds (needed once there is more than one assignment).
@@ -14,72 +14,83 @@ ASSIGNMENT ?=
 WORKERS ?=
 OUT ?=
 
-.PHONY: help venv browser book test test-fast lint format lab release bundle collect autograde feedback export clean
+.PHONY: help venv lock system-packages book test test-fast lint format lab release bundle collect autograde feedback export clean
 
 help:
-	@echo "make book       build the book into _build/html (creates .venv on first use)"
-	@echo "make test       lint, check formatting, run every test (library, assignments, book build)"
-	@echo "make test-fast  lint and the fast tests only (no book build, nbgrader or Triton interpreter)"
-	@echo "make browser    install Debian's chromium (browser tests), bubblewrap (grading sandbox) and"
-	@echo "                PostgreSQL (gradebook-server tests), as root; CI does"
-	@echo "make lab        open the student notebooks in JupyterLab"
-	@echo "make release    regenerate notebooks/ from solutions/ (instructors)"
-	@echo "make bundle     write the students' download (released notebooks + library) [OUT=path]"
+	@echo "make book            build the book into _build/html (creates .venv on first use)"
+	@echo "make test            lint, check formatting, run every test (library, assignments, book, browser)"
+	@echo "make test-fast       lint, doctests and the tests not marked slow (no book build, nbgrader,"
+	@echo "                     Triton interpreter or browser)"
+	@echo "make system-packages as root: Debian's bubblewrap (grading sandbox), PostgreSQL (gradebook-"
+	@echo "                     server tests), Chromium and CJK fonts (browser tests); CI does"
+	@echo "make lock            recompile requirements/constraints.txt after a dependency changed"
+	@echo "make lab             open the student notebooks in JupyterLab"
+	@echo "make release         regenerate notebooks/ from solutions/ (instructors)"
+	@echo "make bundle          write the students' download (released notebooks + library) [OUT=path]"
 	@echo "make collect INBOX=dir ASSIGNMENT=a  copy notebooks or zips into grading/submitted/"
-	@echo "make autograde  autograde every submission under grading/submitted/ [WORKERS=n]"
-	@echo "make feedback   write feedback (hidden tests removed) under grading/feedback/"
-	@echo "make export     export grades to grading/grades.csv"
-	@echo "make format     apply ruff's formatting and safe fixes"
+	@echo "make autograde       autograde every submission under grading/submitted/ [WORKERS=n]"
+	@echo "make feedback        write feedback (hidden tests removed) under grading/feedback/"
+	@echo "make export          export grades to grading/grades.csv"
+	@echo "make format          apply ruff's formatting and safe fixes"
 
-$(VENV)/.installed: pyproject.toml grading/pyproject.toml
+# Every version but PyTorch's comes from requirements/constraints.txt (`make lock` writes it), so a
+# fresh clone installs what CI tested: the library with its book and dev extras, and the grader.
+# With another PyTorch (TORCH_SPEC), whose Triton may differ, `make CONSTRAINTS= ...` lets pip choose.
+CONSTRAINTS ?= requirements/constraints.txt
+
+$(VENV)/.installed: pyproject.toml grading/pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"
-	$(BIN)/python -m pip install --quiet -e ".[book,dev]" -e ./grading
+	$(BIN)/python -m pip install --quiet $(if $(CONSTRAINTS),-c $(CONSTRAINTS)) -e ".[book,dev]" -e ./grading
 	touch $@
 
 venv: $(VENV)/.installed
 
-# The system packages the tests use, from Debian (as root): bubblewrap for the grading sandbox,
-# PostgreSQL for the parallel-grading tests, and Chromium, which the browser tests (tests/browser)
-# drive with Playwright (its own browser download is never used). Without one, its tests are
-# skipped (or, for bubblewrap, run unsandboxed) and say how to get it.
-browser:
-	@if command -v bwrap >/dev/null 2>&1; then echo "grading sandbox: $$(bwrap --version)"; \
+# Resolve requirements/course.in (the library's extras and the grader) for this machine's Python
+# on Linux x86-64, PyTorch pinned by TORCH_SPEC and left out, with uv (a dev dependency).
+lock: venv
+	echo "$(TORCH_SPEC)" > $(VENV)/torch-spec.txt
+	$(BIN)/uv pip compile requirements/course.in --constraint $(VENV)/torch-spec.txt \
+		--python-version 3.11 --python-platform x86_64-manylinux_2_28 --no-emit-package torch \
+		--no-emit-package kvcourse --no-emit-package kvcourse-grader --annotation-style line \
+		$(if $(wildcard /opt/wheels),--find-links /opt/wheels) --custom-compile-command "make lock" \
+		--output-file requirements/constraints.txt
+
+# The system packages the tests use, from Debian, in one apt-get run (as root): bubblewrap for the
+# grading sandbox, PostgreSQL for the gradebook-server tests, Chromium and CJK fonts for the
+# browser tests (Playwright drives Debian's Chromium; its own browser download is never used).
+# Without one, its tests are skipped (or, for bubblewrap, run unsandboxed) and say how to get it.
+system-packages:
+	@missing=""; \
+	command -v bwrap >/dev/null 2>&1 || missing="$$missing bubblewrap"; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	[ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
+	dpkg -s fonts-noto-cjk >/dev/null 2>&1 || missing="$$missing fonts-noto-cjk"; \
+	if [ -z "$$missing" ]; then \
+		echo "present: $$(bwrap --version), PostgreSQL $$(ls /usr/lib/postgresql/ | tr '\n' ' ')," \
+			"$$(/usr/bin/chromium --version 2>/dev/null), fonts-noto-cjk"; \
 	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap \
-			>/dev/null && echo "installed $$(bwrap --version)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing \
+			>/dev/null && echo "installed:$$missing"; \
 	else \
-		echo "bubblewrap is missing: run 'sudo apt-get install bubblewrap' to grade in a sandbox" \
-			"(the grading tests then run unsandboxed and leave out the sandbox samples)" >&2; \
-	fi
-	@if command -v pg_ctlcluster >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
-		echo "PostgreSQL for the parallel-grading tests: $$(ls -d /usr/lib/postgresql/*/ 2>/dev/null | tr '\n' ' ')"; \
-	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql \
-			>/dev/null && echo "installed PostgreSQL $$(ls /usr/lib/postgresql/)"; \
-	else \
-		echo "PostgreSQL is missing: run 'sudo apt-get install postgresql' for the gradebook-server" \
-			"tests (they are skipped without it)" >&2; \
-	fi
-	@if [ -x /usr/bin/chromium ]; then echo "browser tests: $$(/usr/bin/chromium --version 2>/dev/null)"; \
-	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-			chromium fonts-noto-cjk >/dev/null && echo "installed $$(/usr/bin/chromium --version 2>/dev/null)"; \
-	else \
-		echo "chromium is missing: run 'sudo apt-get install chromium fonts-noto-cjk' for the" \
-			"browser tests (they are skipped without it)" >&2; \
+		echo "missing:$$missing; run 'sudo apt-get install$$missing' (the tests that need them" \
+			"are skipped without them; the grading tests run unsandboxed without bubblewrap)" >&2; \
 	fi
 
-# The execution cache keys pages on their own source only, so a change in the library (or a new
-# benchmark result that §4 shows) would leave stale outputs: drop the cache when those change.
-INPUTS_HASH = $(shell find lib bench/results -type f \( -name '*.py' -o -name '*.txt' \) -not -path '*egg-info*' | sort \
-	| xargs cat | sha256sum | cut -c1-16)
+# The execution cache keys pages on their own source only, so a change in anything a page reads
+# would leave stale outputs: the library, the benchmark results §4 shows, and what the
+# instructors' page grades (the grader, its configuration and samples, the assignments). When
+# any of those changes, the cache is dropped and every page re-executes.
+BOOK_INPUTS := lib bench/results grading/kvcourse_grader grading/samples grading/student_lab \
+	grading/nbgrader_config.py solutions notebooks pyproject.toml requirements
+INPUTS_HASH = $(shell find $(BOOK_INPUTS) -type f -not -path '*egg-info*' -not -path '*__pycache__*' \
+	-not -name '*.pyc' | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16)
 
 book: venv
 	@mkdir -p _build
 	@if [ "$$(cat _build/.inputs-hash 2>/dev/null)" != "$(INPUTS_HASH)" ]; then \
-		rm -rf _build/.jupyter_cache && echo "library changed: pages will re-execute"; fi
+		rm -rf _build/.jupyter_cache && echo "the library or what a page reads changed: pages will re-execute"; fi
 	$(BIN)/jupyter-book build . -W -n --keep-going
 	@echo "$(INPUTS_HASH)" > _build/.inputs-hash
 

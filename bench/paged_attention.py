@@ -523,7 +523,7 @@ def format_row(suite: Suite, item: tuple[int, str], result: dict, env: dict) -> 
 
 
 def report(suite: Suite, items, env: dict, results: list[dict], wall_s: float) -> str:
-    now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     sms = f" ({env['sms']} SMs)" if env.get("sms") else ""
     lines = [
         f"Paged decode attention benchmark, {now}",
@@ -588,7 +588,7 @@ def results_record(
         rows.append(row)
     return {
         "benchmark": "paged_decode_attention",
-        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "suite": suite.name,
         "sweep": sweep,
         "backend": env.get("backend"),

@@ -2,7 +2,7 @@
 Playwright (its own browser download is never used), and small servers on 127.0.0.1.
 
 Without Chromium or Playwright every browser test is skipped with a message that says how to get
-them (``make browser``); CI installs both.
+them (``make system-packages``); CI installs both.
 """
 
 import functools
@@ -45,8 +45,8 @@ def browser():
     path = chromium_path()
     if path is None:
         pytest.skip(
-            "Debian's chromium is not installed, so the browser tests cannot run: `make browser` "
-            "installs it (apt-get install chromium fonts-noto-cjk, as root)"
+            "Debian's chromium is not installed, so the browser tests cannot run: "
+            "`make system-packages` installs it (apt-get install chromium fonts-noto-cjk, as root)"
         )
     with sync_api.sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)

@@ -45,7 +45,7 @@ def postgres_server(scratch: Path) -> Iterator[str]:
     if bindir is None:
         pytest.skip(
             "PostgreSQL is not installed: `sudo apt-get install postgresql` "
-            "(`make browser` does it as root)"
+            "(`make system-packages` does it as root)"
         )
     run_as: list[str] = []
     # As root, the server runs as `postgres`, which cannot enter pytest's private temp folders.
