@@ -5,10 +5,12 @@ submissions that are not notebooks at all."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import sqlite3
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -168,9 +170,13 @@ def test_ctrl_c_stops_the_running_graders_and_their_kernels(released, tmp_path):
         shutil.copy2(inbox / "loops.ipynb", inbox / f"{name}.ipynb")
     assert cli("collect", str(inbox), "--assignment", A0, cwd=root).returncode == 0
     command = [sys.executable, "-m", "kvcourse_grader.cli", "autograde", A0, "--workers", "2"]
+    # Every process this run starts inherits this mark, so the test watches those and no other
+    # grading on the machine (another course, or another test run, may be grading beside it).
+    ours = {"KVCOURSE_TEST_RUN": uuid.uuid4().hex}
     run = subprocess.Popen(
         [*command, "--cell-timeout", "600", *SANDBOX],
         cwd=root,
+        env={**os.environ, **ours},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -199,7 +205,8 @@ def test_ctrl_c_stops_the_running_graders_and_their_kernels(released, tmp_path):
     left = []
     for proc in psutil.process_iter(["cmdline", "environ"]):
         try:
-            if "KVCOURSE_GRADING_RUN" in (proc.info["environ"] or {}):
+            environ = proc.info["environ"] or {}
+            if environ.get("KVCOURSE_TEST_RUN") == ours["KVCOURSE_TEST_RUN"]:
                 left.append(proc.info["cmdline"])
         except (psutil.Error, OSError):
             continue
