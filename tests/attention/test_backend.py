@@ -42,6 +42,7 @@ def test_user_request_forces_the_interpreter(monkeypatch):
     assert accel.detect_backend().name == "triton-interpreter"
 
 
+@pytest.mark.slow  # a fresh Python that imports torch and Triton
 def test_cpu_machine_gets_the_interpreter_in_a_fresh_process():
     if importlib.util.find_spec("triton") is None:
         pytest.skip("triton is not installed on this platform")
@@ -60,6 +61,7 @@ def test_cpu_machine_gets_the_interpreter_in_a_fresh_process():
         assert (name, flag) == ("triton-interpreter", "1")
 
 
+@pytest.mark.slow  # a fresh Python that imports torch and Triton
 def test_triton_imported_too_early_on_a_cpu_is_a_clear_error():
     if importlib.util.find_spec("triton") is None:
         pytest.skip("triton is not installed on this platform")

@@ -17,6 +17,8 @@ from kvcourse.attention import (
 from kvcourse.blocks import BlockPool
 from kvcourse.kv import ContiguousKVCache, PagedKVCache
 
+pytestmark = pytest.mark.slow  # the kernel runs in the Triton interpreter
+
 Q_HEADS, KV_HEADS, HEAD_DIM = 4, 2, 16
 
 

@@ -29,6 +29,8 @@ from kvcourse.attention import (
 from kvcourse.attention import backend as accel
 from kvcourse.attention import paged_decode as pak
 
+pytestmark = pytest.mark.slow  # the kernel runs in the Triton interpreter
+
 DEVICE = "cuda" if accel.detect_backend().name == "triton-gpu" else "cpu"
 TOLERANCE = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.5e-2}
 

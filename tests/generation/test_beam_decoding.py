@@ -14,6 +14,8 @@ from kvcourse.generation import (
 )
 from kvcourse.model import TinyTransformer
 
+pytestmark = pytest.mark.slow  # they decode with the tiny transformer: tens of seconds each
+
 
 @pytest.fixture(scope="module")
 def beam_comparison():

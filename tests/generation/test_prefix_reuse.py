@@ -9,6 +9,8 @@ import pytest
 
 from kvcourse.generation import ex7_saved_share, few_shot_prefix_reuse
 
+pytestmark = pytest.mark.slow  # they decode with the tiny transformer: tens of seconds each
+
 
 def test_ex7_formula():
     # 341 = 21 full blocks + 5: the first prompt computes 361 tokens, the other 7 only 25 each.

@@ -8,6 +8,8 @@ import pytest
 from kvcourse.generation import sample_in_parallel
 from kvcourse.model import TinyTransformer
 
+pytestmark = pytest.mark.slow  # they decode with the tiny transformer: tens of seconds each
+
 
 @pytest.mark.parametrize("prompt_len", [100, 96])
 def test_parallel_sampling_is_identical_with_and_without_sharing(prompt_len):
