@@ -158,9 +158,9 @@ def latency_rate_sweep(
     ``progress``: a tqdm progress bar, one step per run; None (default) shows it only on an
     interactive terminal, so a notebook executed for the book prints nothing; False never; True
     always (in Jupyter as a widget: for JupyterLab, not for book pages). ``scheduler``: the
-    scheduler class every run uses, vLLM's by default (a student's of assignment a4 plugs in
-    here). Deterministic for a seed. Each run takes ≈ 0.3 s for 1,000 ShareGPT-like requests;
-    the default grid (14 rates × 3 schemes) ≈ 11 s on a 2-core CPU.
+    scheduler class every run uses, the 2023 vLLM paper's by default (a student's of assignment
+    a4 plugs in here). Deterministic for a seed. How long the default grid takes is measured by
+    ``bench/serving_speed.py``, not stated here.
     """
     rates = tuple(sorted(check_positive_number("each rate", r, " of req/s") for r in rates))
     if not rates or len(set(rates)) != len(rates):
