@@ -92,7 +92,7 @@ def _private_import(names: tuple[str, ...], indent: str) -> list[str]:
         "",
         "",
         "_kvcourse_harness = _kvcourse_private_harness()",
-        f"{', '.join(names)}, = " + ", ".join(f"_kvcourse_harness.{n}" for n in names),
+        f"{', '.join(names)}, = " + "".join(f"_kvcourse_harness.{n}, " for n in names).rstrip(),
         "del _kvcourse_private_harness, _kvcourse_harness",
     ]
     return [f"{indent}{line}" if line else "" for line in lines]
