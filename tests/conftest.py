@@ -35,3 +35,22 @@ def built_book(tmp_path_factory) -> Path:
     assert result.returncode == 0, f"book build failed (warnings are errors):\n{log}"
     yield out / "_build" / "html"
     shutil.rmtree(out, ignore_errors=True)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (``make test`` runs two workers), tests that share an expensive
+    session fixture run on one worker, so it is built once: the book (``built_book``), one
+    assignment's graded samples (``graded``, keyed by the assignment) and JupyterLab (``lab``).
+    Everything else is spread over the workers."""
+    for item in items:
+        names = getattr(item, "fixturenames", ())
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if "graded" in names:
+            group = f"graded-{params.get('assignment', 'a0_kv_sizing')}"
+        elif "built_book" in names or "book_url" in names:
+            group = "book"
+        elif "lab" in names:
+            group = "lab"
+        else:
+            continue
+        item.add_marker(pytest.mark.xdist_group(group))

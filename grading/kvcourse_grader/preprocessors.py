@@ -15,8 +15,9 @@ behaviour as ``kvcourse-grade``.
   kernel dies or stays busy after a timeout interrupt. This keeps the cells that already ran and
   marks the rest as not run, so they score zero and the earlier ones keep their points. It also
   caps the output a cell keeps while it runs, so a cell that prints without end cannot fill the
-  grader's memory (nbgrader's ``LimitOutput`` trims lines only after the run), and runs each test
-  cell with the hidden tests' private harness (:mod:`kvcourse_grader.hidden_harness`).
+  grader's memory (nbgrader's ``LimitOutput`` trims lines only after the run), runs each test
+  cell with the hidden tests' private harness (:mod:`kvcourse_grader.hidden_harness`), and does
+  not run the cells after the last test cell, which score nothing (the "plug it in" cell).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from nbformat.notebooknode import NotebookNode
 from nbformat.v4 import new_output
 from nbgrader import utils
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
-from traitlets import Float, Integer, Unicode
+from traitlets import Bool, Float, Integer, Unicode
 
 from kvcourse_grader.hidden_harness import with_private_harness
 
@@ -155,7 +156,21 @@ class RobustExecute(Execute):
         "a stderr note, so a test cell that wrote to stderr still fails. 0: no cap.",
     ).tag(config=True)
 
+    run_after_last_test = Bool(
+        False,
+        help="Run the code cells after the last test cell too. They score nothing (the ungraded "
+        "'plug it in' cell, and any cell a student added after it), so by default they are not "
+        "run at autograde: their output says so, and the student runs them in their own notebook.",
+    ).tag(config=True)
+
+    #: The output a cell after the last test cell gets instead of running.
+    not_run_after_tests = (
+        "[grader: not run at grading; this cell scores nothing. Run it in your own notebook to "
+        "see your code in the book's computation.]\n"
+    )
+
     _lost: str | None = None
+    _last_test: int = -1
     _started: float = 0.0
     _kept: dict[int, int] = {}
     _noted: set[tuple[int, str]] = set()
@@ -190,11 +205,16 @@ class RobustExecute(Execute):
         self._lost = None
         self._started = time.monotonic()
         self._kept, self._noted = {}, set()  # per cell: characters kept, streams cut
+        graded = [i for i, c in enumerate(nb.cells) if utils.is_grade(c) or utils.is_solution(c)]
+        self._last_test = max(graded, default=len(nb.cells))
         return super().preprocess(nb, resources, km)
 
     def preprocess_cell(self, cell: NotebookNode, resources: Any, index: int):
         if cell.cell_type != "code" or not cell.source.strip():
             return super().preprocess_cell(cell, resources, index)
+        if index > self._last_test and not self.run_after_last_test:
+            cell.outputs = [new_output("stream", name="stdout", text=self.not_run_after_tests)]
+            return cell, resources
         spent = time.monotonic() - self._started
         if self._lost is None and self.notebook_budget and spent > self.notebook_budget:
             self._lost = f"the notebook used up its {self.notebook_budget:g} s before cell {index}"

@@ -54,6 +54,11 @@ def test_the_replacement_is_the_harness_file_itself():
     assert "from kvcourse.assignment_checks.harness import module_of" not in replaced.split("\n")
     assert repr(harness_source()) in replaced
     compile(replaced, "<hidden cell>", "exec")
+    for names in ("switched_off", "fresh_copy, module_of, stand_in, switched_off"):
+        one = HIDDEN.replace("module_of, switched_off", names)
+        bound: dict = {}
+        exec(compile(with_private_harness(one).split("\nwith ")[0], "<hidden>", "exec"), bound)
+        assert all(bound[n].__module__ == "kvcourse_private_harness" for n in names.split(", "))
     # Everything but the import stays as written, in place.
     assert replaced.split("\n")[:3] == HIDDEN.split("\n")[:3]
     assert replaced.split("\n")[-4:] == HIDDEN.split("\n")[-4:]
@@ -106,3 +111,24 @@ def test_the_harness_imports_only_the_standard_library():
         for alias in node.names
     }
     assert inner <= {"torch"}, inner
+
+
+def test_every_hidden_cell_of_every_assignment_gets_a_working_harness():
+    """Each hidden cell's harness import, replaced as autograde replaces it, compiles with the
+    rest of the cell and binds every name it imports to the private copy."""
+    from grading_course import ASSIGNMENTS, ROOT, graded_cells, notebook
+
+    seen = 0
+    for assignment in ASSIGNMENTS:
+        for cell in graded_cells(notebook(ROOT, "solutions", assignment), hidden=True):
+            compile(
+                with_private_harness(cell.source), cell.metadata["nbgrader"]["grade_id"], "exec"
+            )
+            for _, _, names in harness_imports(cell.source):
+                line = f"from {HARNESS_MODULE} import {', '.join(names)}"
+                bound: dict = {}
+                code = f"### BEGIN HIDDEN TESTS\n{line}\n### END HIDDEN TESTS"
+                exec(compile(with_private_harness(code), "<import>", "exec"), bound)
+                assert {bound[n].__module__ for n in names} == {"kvcourse_private_harness"}
+                seen += 1
+    assert seen >= 30, seen

@@ -70,3 +70,33 @@ def test_output_cap_drops_a_flood_but_keeps_errors_and_the_stderr_failure():
     other: list = []
     execute.output(other, _stream("y" * 30), None, 1)  # each cell has its own allowance
     assert other[0].text == "y" * 30
+
+
+def test_cells_after_the_last_test_score_nothing_and_are_not_run(tmp_path):
+    """The plug-in cell (and anything after the last test) cannot change a grade: autograde does
+    not spend a kernel's time on it, and its output says why."""
+    from nbformat.v4 import new_notebook
+
+    from kvcourse_grader.preprocessors import RobustExecute
+
+    def cell(source, **nbgrader):
+        made = new_code_cell(source)
+        if nbgrader:
+            made.metadata["nbgrader"] = {"schema_version": 3, "locked": False, **nbgrader}
+        return made
+
+    nb = new_notebook(
+        cells=[
+            cell("x = 6 * 7", solution=True, grade=False, grade_id="answer"),
+            cell("print('test', x)", solution=False, grade=True, grade_id="t", points=1),
+            cell("print('plug in')", solution=False, grade=False, grade_id="plug_in"),
+            cell("print('added by the student')"),
+        ]
+    )
+    ran = RobustExecute(kernel_name="python3").preprocess(nb, {"metadata": {"path": str(tmp_path)}})
+    outputs = [[o.get("text") for o in c.outputs] for c in ran[0].cells]
+    assert outputs[1] == ["test 42\n"]
+    assert outputs[2] == outputs[3] == [RobustExecute.not_run_after_tests]
+    everything = RobustExecute(kernel_name="python3", run_after_last_test=True)
+    ran = everything.preprocess(nb, {"metadata": {"path": str(tmp_path)}})
+    assert [o.get("text") for o in ran[0].cells[2].outputs] == ["plug in\n"]
