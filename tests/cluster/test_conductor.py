@@ -31,7 +31,7 @@ def view(input_len, queues, prefixes):
 
 
 def test_costs_follow_the_lecture_node():
-    assert COSTS.flops_per_second == pytest.approx(8 * 312e12 * 0.6)
+    assert COSTS.node.flops_per_second == pytest.approx(8 * 312e12 * 0.6)
     assert COSTS.prefill_s(8700) == pytest.approx(prefill_flops(LLAMA2_70B, 8700) / 1.4976e15)
     assert COSTS.prefill_s(8700) == pytest.approx(0.865, abs=0.001)  # lecture ≈ 0.87 s
     assert COSTS.transfer_s(1) == pytest.approx(512 * 327_680 / 100e9)  # 168 MB: 1.68 ms
@@ -137,8 +137,8 @@ def test_view_and_config_validate():
         ConductorConfig(replication_threshold=0.5)
     with pytest.raises(ValueError, match="ttft_slo_s"):
         ConductorConfig(ttft_slo_s=0)
-    with pytest.raises(ValueError, match="utilization"):
-        PrefillCosts(utilization=1.5)
+    with pytest.raises(TypeError, match="node must be a kvcourse.cluster.PrefillNode"):
+        PrefillCosts(LLAMA2_70B)
 
 
 def test_check_decision_names_what_is_wrong():

@@ -240,8 +240,8 @@ def test_bad_inputs_are_refused_clearly():
         compare_rejection_policies([], {"num_prefill": 8})
     with pytest.raises(ValueError, match="max_batch must be positive"):
         OverloadConfig(max_batch=0)
-    with pytest.raises(ValueError, match="at most 1"):
-        OverloadConfig(utilization=1.5)
+    with pytest.raises(TypeError, match="node must be a kvcourse.cluster.PrefillNode"):
+        OverloadConfig(node=LLAMA2_70B)
     with pytest.raises(ValueError, match="ttft_slo_s must be a positive"):
         OverloadConfig(ttft_slo_s=0.0)
     with pytest.raises(ValueError, match="warmup_s must be"):

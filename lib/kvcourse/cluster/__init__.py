@@ -63,6 +63,7 @@ from kvcourse.cluster.overload_policies import (
     rejects_at_arrival,
     simulate_overload,
 )
+from kvcourse.cluster.prefill_node import DEFAULT_NODE, PrefillNode
 from kvcourse.cluster.prefill_savings import (
     PrefillSavings,
     kv_block_bytes,
@@ -83,6 +84,7 @@ from kvcourse.cluster.storage_tiers import (
     NODE_TIERS,
     ONE_SSD_TIER,
     REMOTE_DRAM_TIER,
+    TABLE_NODES,
     StorageTier,
     TierComparison,
     get_tier,
@@ -95,6 +97,7 @@ from kvcourse.cluster.storage_tiers import (
 
 __all__ = [
     "DEFAULT_CONFIG",
+    "DEFAULT_NODE",
     "OUTCOMES",
     "OverloadConfig",
     "OverloadRequest",
@@ -115,6 +118,7 @@ __all__ = [
     "NODE_TIERS",
     "ONE_SSD_TIER",
     "REMOTE_DRAM_TIER",
+    "TABLE_NODES",
     "StorageTier",
     "TierComparison",
     "get_tier",
@@ -151,6 +155,7 @@ __all__ = [
     "load_balanced",
     "simulate_conductor",
     "POLICIES",
+    "PrefillNode",
     "PrefillSavings",
     "kv_block_bytes",
     "node_hbm_bytes",

@@ -29,14 +29,13 @@ logits choose the first output token (as in §8).
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kvcourse._checks import check_count, check_positive_int, check_positive_number, is_real
+from kvcourse._checks import check_count, check_positive_int, check_positive_number, check_seconds
+from kvcourse.cluster.prefill_node import DEFAULT_NODE, PrefillNode
 from kvcourse.sizing import kv_bytes_per_token, prefill_flops
-from kvcourse.specs import A800_80GB, LLAMA2_70B, GPUSpec, ModelSpec
 
 __all__ = [
     "ClusterView",
@@ -60,34 +59,24 @@ class PrefillCosts:
     from another node.
 
     A prefill of ``new`` tokens after ``cached`` ones costs
-    :func:`~kvcourse.sizing.prefill_flops` at ``utilization`` of ``num_gpus`` GPUs' peak; a block
-    of ``block_size`` tokens of ``model``'s KV moves over RDMA at ``rdma_bandwidth`` bytes/s.
-    Defaults: LLaMA2-70B on 8 × A800 at 60 % (Ex 8), 100 GB/s RDMA, Mooncake's 512-token blocks.
+    :func:`~kvcourse.sizing.prefill_flops` on ``node``
+    (:class:`~kvcourse.cluster.prefill_node.PrefillNode`); a block of ``block_size`` tokens of the
+    node's model's KV moves over RDMA at ``rdma_bandwidth`` bytes/s. Defaults: LLaMA2-70B on
+    8 × A800 at 60 % (Ex 8), 100 GB/s RDMA, Mooncake's 512-token blocks.
     """
 
-    model: ModelSpec = LLAMA2_70B
-    gpu: GPUSpec = A800_80GB
-    num_gpus: int = 8
-    utilization: float = 0.6
+    node: PrefillNode = DEFAULT_NODE
     rdma_bandwidth: float = 100e9
     block_size: int = 512
 
     def __post_init__(self) -> None:
-        if not isinstance(self.model, ModelSpec):
-            raise TypeError(f"model must be a kvcourse.specs.ModelSpec, got {self.model!r}")
-        if not isinstance(self.gpu, GPUSpec):
-            raise TypeError(f"gpu must be a kvcourse.specs.GPUSpec, got {self.gpu!r}")
-        check_positive_int("num_gpus", self.num_gpus)
-        check_positive_number("utilization", self.utilization, " (a fraction such as 0.6)")
-        if self.utilization > 1:
-            raise ValueError(f"utilization must be at most 1 (a fraction); got {self.utilization}")
+        if not isinstance(self.node, PrefillNode):
+            raise TypeError(
+                f"node must be a kvcourse.cluster.PrefillNode (e.g. PrefillNode(utilization=0.5)), "
+                f"got {self.node!r}"
+            )
         check_positive_number("rdma_bandwidth", self.rdma_bandwidth, " bytes/s (e.g. 100e9)")
         check_positive_int("block_size", self.block_size, "e.g. 512 (Mooncake's block size)")
-
-    @property
-    def flops_per_second(self) -> float:
-        """The node's sustained FLOP/s: ``num_gpus × peak × utilization``."""
-        return self.num_gpus * self.gpu.peak_flops * self.utilization
 
     def cached_tokens(self, input_len: int, cached_blocks: int) -> int:
         """Tokens of an ``input_len``-token prompt that ``cached_blocks`` leading blocks cover,
@@ -99,13 +88,14 @@ class PrefillCosts:
         """Seconds to prefill an ``input_len``-token prompt whose first ``cached_blocks`` blocks
         are cached (LLaMA2-70B, 8,700 tokens, none cached: ≈ 0.86 s)."""
         cached = self.cached_tokens(input_len, cached_blocks)
-        return prefill_flops(self.model, input_len - cached, cached) / self.flops_per_second
+        return self.node.seconds(prefill_flops(self.node.model, input_len - cached, cached))
 
     def transfer_s(self, num_blocks: int) -> float:
         """Seconds to pull ``num_blocks`` KV blocks from another node over RDMA (one 512-token
         LLaMA2-70B block, 168 MB: ≈ 1.7 ms)."""
         num_blocks = check_count("num_blocks", num_blocks)
-        return num_blocks * self.block_size * kv_bytes_per_token(self.model) / self.rdma_bandwidth
+        per_block = self.block_size * kv_bytes_per_token(self.node.model)
+        return num_blocks * per_block / self.rdma_bandwidth
 
 
 @dataclass(frozen=True)
@@ -151,8 +141,7 @@ class ClusterView:
                 "must give one entry per prefill instance, at least one"
             )
         for i, q in enumerate(self.queue_s):
-            if not is_real(q) or not math.isfinite(q) or q < 0:
-                raise ValueError(f"queue_s[{i}] must be finite seconds ≥ 0, got {q!r}")
+            check_seconds(f"queue_s[{i}]", q)
         for i, b in enumerate(self.prefix_blocks):
             check_count(f"prefix_blocks[{i}]", b)
 

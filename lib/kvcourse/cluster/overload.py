@@ -5,11 +5,11 @@ for when to reject, and the event simulation that runs them, are in
 
 The model, with every constant a field of :class:`OverloadConfig` (defaults in brackets):
 
-* **Prefill instance**: one node of ``gpus_per_instance`` [8] × ``gpu`` [A800-80GB, 312 TFLOP/s
-  BF16] running ``model`` [LLaMA2-70B] at ``utilization`` [0.6] of peak, so a prompt of ``n``
-  tokens takes :func:`~kvcourse.sizing.prefill_flops` ``(model, n) / (8 × 312e12 × 0.6)``
-  seconds: 1.23 s for the conversation trace's mean prompt of 12,035 tokens, 1.45 s on average
-  over its prompts (the attention term grows with the square of the length). Each instance is
+* **Prefill instance**: one ``node`` [:class:`~kvcourse.cluster.prefill_node.PrefillNode`:
+  LLaMA2-70B on 8 × A800-80GB (312 TFLOP/s BF16) at 60 % of peak], so a prompt of ``n`` tokens
+  takes :func:`~kvcourse.sizing.prefill_flops` ``(model, n) / (8 × 312e12 × 0.6)`` seconds:
+  1.23 s for the conversation trace's mean prompt of 12,035 tokens, 1.45 s on average over its
+  prompts (the attention term grows with the square of the length). Each instance is
   a FIFO queue; a request goes to the instance where it would *finish* first, and is admitted
   only if that finish is within ``ttft_slo_s`` [5 s, the Conductor's SLO of §9.4] of its arrival
   (the TTFT check).
@@ -41,9 +41,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kvcourse._checks import check_count, check_positive_int, check_positive_number, is_real
+from kvcourse._checks import check_count, check_positive_int, check_positive_number, check_seconds
+from kvcourse.cluster.prefill_node import DEFAULT_NODE, PrefillNode
 from kvcourse.sizing import prefill_flops
-from kvcourse.specs import A800_80GB, LLAMA2_70B, GPUSpec, ModelSpec
 from kvcourse.traces import Trace
 
 __all__ = [
@@ -72,34 +72,24 @@ class OverloadConfig:
     max_batch: int = 8
     tbt_s: float = 0.05
     ttft_slo_s: float = 5.0
-    model: ModelSpec = LLAMA2_70B
-    gpu: GPUSpec = A800_80GB
-    gpus_per_instance: int = 8
-    utilization: float = 0.6
+    node: PrefillNode = DEFAULT_NODE
     sample_every_s: float = 1.0
     warmup_s: float = 300.0
     predicted_decode_s: float | None = None
 
     def __post_init__(self) -> None:
-        for name in ("num_prefill", "num_decode", "max_batch", "gpus_per_instance"):
+        for name in ("num_prefill", "num_decode", "max_batch"):
             check_positive_int(name, getattr(self, name))
         for name in ("tbt_s", "ttft_slo_s", "sample_every_s"):
             check_positive_number(name, getattr(self, name), " of seconds")
-        check_positive_number("utilization", self.utilization, " (a fraction such as 0.6)")
-        if self.utilization > 1:
-            raise ValueError(
-                f"utilization is a fraction of the peak, at most 1; got {self.utilization}"
+        if not isinstance(self.node, PrefillNode):
+            raise TypeError(
+                f"node must be a kvcourse.cluster.PrefillNode (each prefill instance), "
+                f"got {self.node!r}"
             )
-        if not is_real(self.warmup_s):
-            raise TypeError(f"warmup_s must be a number of seconds, got {self.warmup_s!r}")
-        if not (0 <= self.warmup_s < math.inf):
-            raise ValueError(
-                f"warmup_s must be a finite number of seconds >= 0, got {self.warmup_s!r}"
-            )
+        check_seconds("warmup_s", self.warmup_s)
         if self.predicted_decode_s is not None:
             check_positive_number("predicted_decode_s", self.predicted_decode_s, " of seconds")
-        if not isinstance(self.model, ModelSpec) or not isinstance(self.gpu, GPUSpec):
-            raise TypeError("model must be a kvcourse.specs.ModelSpec and gpu a GPUSpec")
 
     @property
     def decode_slots(self) -> int:
@@ -167,11 +157,10 @@ class OverloadResult:
 
 def prefill_seconds(input_len: int, config: OverloadConfig = DEFAULT_CONFIG) -> float:
     """Seconds one prefill instance of ``config`` takes for an ``input_len``-token prompt:
-    ``prefill_flops(model, input_len) / (gpus_per_instance × peak × utilization)``."""
+    ``prefill_flops(model, input_len)`` on ``config.node``."""
     if not isinstance(config, OverloadConfig):
         raise TypeError(f"config must be an OverloadConfig, got {config!r:.80}")
-    rate = config.gpus_per_instance * config.gpu.peak_flops * config.utilization
-    return prefill_flops(config.model, input_len) / rate
+    return config.node.seconds(prefill_flops(config.node.model, input_len))
 
 
 def poisson_requests(
