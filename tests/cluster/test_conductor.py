@@ -1,4 +1,4 @@
-"""The Conductor's decision for one request: TTFT estimates, the four policies, replication and
+"""The Conductor's decision for one request: TTFT estimates, the four placements, replication and
 rejection, on cluster states whose right answer is known by hand."""
 
 import itertools
@@ -12,7 +12,7 @@ from kvcourse.cluster import (
     ConductorConfig,
     Decision,
     PrefillCosts,
-    RandomPolicy,
+    RandomPlacement,
     cache_aware,
     cache_aware_replicating,
     check_decision,
@@ -81,18 +81,18 @@ def test_replication_needs_a_prefix_longer_by_the_threshold():
 
 def test_rejects_when_no_instance_meets_the_slo():
     v = view(8192, [6.0, 7.0], [4, 0])
-    for policy in (load_balanced, cache_aware, cache_aware_replicating, RandomPolicy(3)):
-        decision = policy(v, CONFIG)
+    for placement in (load_balanced, cache_aware, cache_aware_replicating, RandomPlacement(3)):
+        decision = placement(v, CONFIG)
         assert decision.rejected and decision.instance is None
         assert decision.ttft_s > 5.0
-        assert not policy(v, ConductorConfig(ttft_slo_s=None)).rejected
+        assert not placement(v, ConductorConfig(ttft_slo_s=None)).rejected
 
 
-def test_random_policy_is_seeded_and_uniform():
+def test_random_placement_is_seeded_and_uniform():
     v = view(512, [0.0] * 4, [0] * 4)
-    first = [RandomPolicy(7)(v, CONFIG).instance for _ in range(1)]
-    policy = RandomPolicy(7)
-    picks = [policy(v, CONFIG).instance for _ in range(4000)]
+    first = [RandomPlacement(7)(v, CONFIG).instance for _ in range(1)]
+    placement = RandomPlacement(7)
+    picks = [placement(v, CONFIG).instance for _ in range(4000)]
     assert picks[:1] == first
     assert all(800 < picks.count(i) < 1200 for i in range(4))
 

@@ -14,10 +14,10 @@ holds the longest one (Mooncake's Algorithm 1 considers it when that prefix is a
 stays in the instance's cache). It picks the smallest estimate and rejects the request (HTTP 429)
 when even that misses the TTFT SLO.
 
-The four policies the book compares are functions ``(view, config) → Decision`` (random draws with
-its own seeded generator):
+The four placements the book compares are functions ``(view, config) → Decision`` (random draws
+with its own seeded generator):
 
-* :class:`RandomPolicy`: any instance, uniformly;
+* :class:`RandomPlacement`: any instance, uniformly;
 * :func:`load_balanced`: the shortest queue;
 * :func:`cache_aware`: the smallest TTFT with each instance's own prefix;
 * :func:`cache_aware_replicating`: the smallest TTFT when an instance may also pull the longest
@@ -41,13 +41,13 @@ __all__ = [
     "ClusterView",
     "ConductorConfig",
     "Decision",
-    "Policy",
+    "Placement",
     "PrefillCosts",
-    "RandomPolicy",
+    "RandomPlacement",
     "cache_aware",
     "cache_aware_replicating",
     "check_decision",
-    "check_policy",
+    "check_placement",
     "estimate_ttft",
     "load_balanced",
 ]
@@ -168,8 +168,8 @@ class Decision:
         return self.instance is None
 
 
-#: A Conductor policy: the decision for one request from what the Conductor sees.
-Policy = Callable[[ClusterView, ConductorConfig], Decision]
+#: A Conductor placement: the decision for one request from what the Conductor sees.
+Placement = Callable[[ClusterView, ConductorConfig], Decision]
 
 
 def estimate_ttft(
@@ -206,7 +206,7 @@ def _decide(
     return Decision(instance, blocks, pull_from if pulled else None, ttft)
 
 
-class RandomPolicy:
+class RandomPlacement:
     """Mooncake's baseline: each request to a uniformly random prefill instance (seeded); it is
     rejected when that instance misses the SLO."""
 
@@ -250,15 +250,15 @@ def cache_aware_replicating(view: ClusterView, config: ConductorConfig) -> Decis
     return _decide(view, config, best, source, ttft)
 
 
-def check_policy(policy: object) -> Policy:
-    """``policy`` if it is callable as ``policy(view, config)``; TypeError naming what to pass
-    otherwise."""
-    if not callable(policy):
+def check_placement(placement: object) -> Placement:
+    """``placement`` if it is callable as ``placement(view, config)``; TypeError naming what to
+    pass otherwise."""
+    if not callable(placement):
         raise TypeError(
-            f"policy must be a function (view, config) -> Decision such as "
-            f"kvcourse.cluster.cache_aware, got {policy!r}"
+            f"placement must be a function (view, config) -> Decision such as "
+            f"kvcourse.cluster.cache_aware, got {placement!r}"
         )
-    return policy  # type: ignore[return-value]
+    return placement  # type: ignore[return-value]
 
 
 def check_decision(decision: object, view: ClusterView) -> Decision:
@@ -266,7 +266,9 @@ def check_decision(decision: object, view: ClusterView) -> Decision:
     instance (or None), a prefix no longer than the instance's own or the source's, a source
     that holds it. ValueError saying what is wrong otherwise."""
     if not isinstance(decision, Decision):
-        raise TypeError(f"a policy must return a kvcourse.cluster.Decision, got {decision!r:.80}")
+        raise TypeError(
+            f"a placement must return a kvcourse.cluster.Decision, got {decision!r:.80}"
+        )
     n = view.num_instances
     if decision.instance is None:
         return decision
