@@ -4,7 +4,7 @@ comparison on a real 12k-request trace ≤ 20 s).
 Run from the repository root: ``.venv/bin/python bench/conductor_speed.py``. It prints, for each
 of Mooncake's two traces, the wall time of the four-placement comparison (random, load-balanced,
 cache-aware, cache-aware + replication; 8 prefill instances, 3,000-block caches) with and without
-the 5 s TTFT SLO, then the three rejection policies of the overload simulation (8P + 8D, Poisson
+the 5 s TTFT SLO, then the three rejection rules of the overload simulation (8P + 8D, Poisson
 at twice the decode capacity, one hour).
 """
 
@@ -15,7 +15,7 @@ import time
 from kvcourse.cluster import (
     ConductorConfig,
     compare_placements,
-    compare_rejection_policies,
+    compare_rejection_rules,
     poisson_requests,
 )
 from kvcourse.traces import load_mooncake_trace
@@ -37,11 +37,11 @@ def main() -> None:
     trace = load_mooncake_trace("conversation")
     start = time.perf_counter()
     requests = poisson_requests(trace, load=2.0, seed=0)
-    results = compare_rejection_policies(requests)
+    results = compare_rejection_rules(requests)
     seconds = time.perf_counter() - start
     wasted = " / ".join(f"{r.wasted_prefills:,}" for r in results)
     print(
-        f"overload   {len(requests):,} Poisson requests, 3 policies: {seconds:5.2f} s; "
+        f"overload   {len(requests):,} Poisson requests, 3 rejection rules: {seconds:5.2f} s; "
         f"wasted prefills {wasted}"
     )
 

@@ -54,13 +54,9 @@ from kvcourse.cluster.overload import (
     prefill_seconds,
     trace_requests,
 )
-from kvcourse.cluster.overload_policies import (
-    REJECTION_POLICIES,
-    REJECTION_POLICY_LABELS,
-    compare_rejection_policies,
+from kvcourse.cluster.overload_sim import (
+    compare_rejection_rules,
     load_correlation,
-    predicted_decode_load,
-    rejects_at_arrival,
     simulate_overload,
 )
 from kvcourse.cluster.prefill_node import DEFAULT_NODE, PrefillNode
@@ -76,6 +72,13 @@ from kvcourse.cluster.prefix_replay import (
     ReplayResult,
     hit_rate_curve,
     replay_prefix_cache,
+)
+from kvcourse.cluster.rejection import (
+    REJECTION_RULE_LABELS,
+    REJECTION_RULES,
+    check_rejection_rule,
+    predicted_decode_load,
+    rejects_at_arrival,
 )
 from kvcourse.cluster.storage_tiers import (
     HBM_TIER,
@@ -105,9 +108,10 @@ __all__ = [
     "poisson_requests",
     "prefill_seconds",
     "trace_requests",
-    "REJECTION_POLICIES",
-    "REJECTION_POLICY_LABELS",
-    "compare_rejection_policies",
+    "REJECTION_RULES",
+    "REJECTION_RULE_LABELS",
+    "check_rejection_rule",
+    "compare_rejection_rules",
     "load_correlation",
     "predicted_decode_load",
     "rejects_at_arrival",

@@ -1,7 +1,7 @@
 """A disaggregated cluster under overload (§9.6, Mooncake §7): a prefill pool and a decode pool,
-more requests than the decode pool can serve, and what a run of it counts. The three policies
-for when to reject, and the event simulation that runs them, are in
-:mod:`kvcourse.cluster.overload_policies`.
+more requests than the decode pool can serve, and what a run of it counts. The three rules for
+when to reject are in :mod:`kvcourse.cluster.rejection`, and the event simulation that runs them
+in :mod:`kvcourse.cluster.overload_sim`.
 
 The model, with every constant a field of :class:`OverloadConfig` (defaults in brackets):
 
@@ -32,6 +32,23 @@ The model, with every constant a field of :class:`OverloadConfig` (defaults in b
 
 Events at one instant run in the order: decodes end, prefills end, requests arrive, the load is
 sampled. Every simulation runs until the cluster is empty, so ``arrived = rejected + completed``.
+
+The numbers above, on the conversation trace:
+
+>>> from kvcourse.traces import load_mooncake_trace
+>>> conv, cfg = load_mooncake_trace("conversation"), DEFAULT_CONFIG
+>>> round(conv.mean_input_len), round(prefill_seconds(12_035), 2)
+(12035, 1.23)
+>>> prefill = sum(prefill_seconds(r.input_len) for r in conv.requests) / conv.num_requests
+>>> round(prefill, 2), round(cfg.num_prefill / prefill, 1)  # seconds; the prefill pool's req/s
+(1.45, 5.5)
+>>> decode = cfg.decode_capacity(conv.mean_output_len)
+>>> round(conv.mean_output_len), round(decode, 2), round(2 * decode, 1)
+(343, 3.74, 7.5)
+>>> round(cfg.num_prefill / prefill / decode * cfg.max_batch)  # where the two capacities meet
+12
+>>> round(conv.mean_output_len * cfg.tbt_s, 1)  # predictive rejection's t_d
+17.1
 """
 
 from __future__ import annotations
@@ -57,8 +74,9 @@ __all__ = [
     "trace_requests",
 ]
 
-#: A request's fate: it completed, the TTFT check turned it away at arrival, the policy did
-#: (no decode room, now or predicted), or it was rejected after its prefill (a wasted prefill).
+#: A request's fate: it completed, the TTFT check turned it away at arrival, the rejection rule
+#: did (no decode room, now or predicted), or it was rejected after its prefill (a wasted
+#: prefill).
 OUTCOMES: tuple[str, ...] = ("completed", "ttft", "early", "wasted")
 
 
@@ -110,7 +128,7 @@ DEFAULT_CONFIG = OverloadConfig()
 @dataclass(frozen=True)
 class OverloadRequest:
     """One request of an overload run: it arrives at ``arrival_s`` with an ``input_len``-token
-    prompt and will generate ``output_len`` tokens (which no policy knows in advance)."""
+    prompt and will generate ``output_len`` tokens (which no rejection rule knows in advance)."""
 
     arrival_s: float
     input_len: int
@@ -119,7 +137,7 @@ class OverloadRequest:
 
 @dataclass(frozen=True)
 class OverloadResult:
-    """What one run of a rejection ``policy`` counted. ``rejected_at_arrival`` includes the
+    """What one run of a rejection ``rule`` counted. ``rejected_at_arrival`` includes the
     ``rejected_for_ttft`` that the TTFT check turned away; ``rejected_after_prefill`` are the
     wasted prefills, ``wasted_prefill_s`` their seconds (out of ``prefill_s`` done in all).
     ``peak_decode_batch`` is the largest batch any decode instance held. ``outcomes[i]`` is
@@ -128,7 +146,7 @@ class OverloadResult:
     ``decode_load`` are the sampled loads (fractions, module docstring), ``correlation`` their
     Pearson correlation after the warm-up."""
 
-    policy: str
+    rule: str
     arrived: int
     rejected_at_arrival: int
     rejected_for_ttft: int

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
-from kvcourse._checks import check_fraction, check_positive_int, is_real
+from kvcourse._checks import check_fraction, check_positive_int
 from kvcourse.specs import A800_80GB, LLAMA2_70B, GPUSpec, ModelSpec
 
 __all__ = ["DEFAULT_NODE", "PrefillNode"]
@@ -45,7 +46,7 @@ class PrefillNode:
         check_positive_int("num_gpus", self.num_gpus, "e.g. 8")
         check_fraction("utilization", self.utilization)
 
-    @property
+    @cached_property
     def flops_per_second(self) -> float:
         """The node's sustained FLOP/s: ``num_gpus × peak × utilization``."""
         return self.num_gpus * self.gpu.peak_flops * self.utilization
@@ -58,7 +59,11 @@ class PrefillNode:
 
     def seconds(self, flops: float) -> float:
         """Seconds the node takes for ``flops`` floating-point operations (zero or more)."""
-        if not is_real(flops) or not 0 <= flops < math.inf:
+        try:
+            finite = 0 <= flops < math.inf  # the common case checked fast: a simulator's hot path
+        except TypeError:
+            finite = False
+        if not finite or isinstance(flops, bool):
             raise ValueError(f"flops must be a finite number >= 0, got {flops!r}")
         return flops / self.flops_per_second
 

@@ -106,7 +106,7 @@ from kvcourse.viz.os_paging import (
     draw_translation,
     page_table_legend_handles,
 )
-from kvcourse.viz.overload import REJECTION_POLICY_COLORS, pd_load_figure, rejection_bars
+from kvcourse.viz.overload import REJECTION_RULE_COLORS, pd_load_figure, rejection_bars
 from kvcourse.viz.overview import (
     draw_system_overview,
 )
@@ -161,7 +161,7 @@ from kvcourse.viz.widgets import (
 __all__ = [
     "LANE_COLORS",
     "LANE_LABELS",
-    "REJECTION_POLICY_COLORS",
+    "REJECTION_RULE_COLORS",
     "pd_load_figure",
     "rejection_bars",
     "layerwise_gantt",
