@@ -68,7 +68,7 @@ from kvcourse.cluster.prefill_savings import (
     prefill_savings,
 )
 from kvcourse.cluster.prefix_replay import (
-    POLICIES,
+    EVICTIONS,
     ReplayResult,
     hit_rate_curve,
     replay_prefix_cache,
@@ -158,7 +158,7 @@ __all__ = [
     "estimate_ttft",
     "load_balanced",
     "simulate_conductor",
-    "POLICIES",
+    "EVICTIONS",
     "PrefillNode",
     "PrefillSavings",
     "kv_block_bytes",

@@ -84,13 +84,13 @@ def prefill_gpu_seconds(
 
 @dataclass(frozen=True)
 class PrefillSavings:
-    """One point of §8.5's curve: replaying ``trace`` through a ``policy`` cache of ``capacity``
-    blocks (None: infinite) hit ``hit_rate`` of its blocks, and its prefills took
+    """One point of §8.5's curve: replaying ``trace`` through a cache of ``capacity`` blocks
+    (None: infinite) under ``eviction`` hit ``hit_rate`` of its blocks, and its prefills took
     ``seconds_with`` instead of ``seconds_without``; ``storage_bytes`` is what the cache holds
     when full."""
 
     trace: str
-    policy: str
+    eviction: str
     capacity: int | None
     hit_rate: float
     seconds_without: float
@@ -107,10 +107,10 @@ def prefill_savings(
     trace: Trace,
     capacities: Sequence[int | None] = (1_000, 10_000, None),
     *,
-    policy: str = "lru",
+    eviction: str = "lru",
     node: PrefillNode = DEFAULT_NODE,
 ) -> list[PrefillSavings]:
-    """Replay ``trace`` through a ``policy`` prefix cache (``"lru"`` or ``"lfu"``) at each
+    """Replay ``trace`` through a prefix cache with ``eviction`` (``"lru"`` or ``"lfu"``) at each
     capacity (blocks; None is infinite) and convert its hits into prefill GPU time on ``node``
     (:func:`prefill_gpu_seconds`), beside the storage the cache needs (the distinct blocks it can
     hold, at :func:`kv_block_bytes` of the node's model)."""
@@ -118,12 +118,12 @@ def prefill_savings(
     block = kv_block_bytes(node.model, trace.block_size)
     points = []
     for capacity in capacities:
-        result = replay_prefix_cache(trace.block_id_lists(), capacity, policy)
+        result = replay_prefix_cache(trace.block_id_lists(), capacity, eviction)
         held = trace.num_distinct_blocks if result.capacity is None else result.capacity
         points.append(
             PrefillSavings(
                 trace=trace.name,
-                policy=result.policy,
+                eviction=result.eviction,
                 capacity=result.capacity,
                 hit_rate=result.hit_rate,
                 seconds_without=without,
