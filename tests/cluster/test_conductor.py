@@ -26,8 +26,8 @@ COSTS = PrefillCosts()
 CONFIG = ConductorConfig()
 
 
-def view(input_len, queues, prefixes):
-    return ClusterView(input_len, tuple(queues), tuple(prefixes))
+def view(prompt_len, queues, prefixes):
+    return ClusterView(prompt_len, tuple(queues), tuple(prefixes))
 
 
 def test_costs_follow_the_lecture_node():
@@ -103,9 +103,9 @@ def test_random_placement_is_seeded_and_uniform():
     st.lists(st.tuples(st.floats(0, 8), st.integers(0, 60)), min_size=1, max_size=6),
     st.sampled_from([1.0, 1.5, 2.0, 4.0]),
 )
-def test_replicating_is_the_minimum_over_the_rule(input_len, state, threshold):
+def test_replicating_is_the_minimum_over_the_rule(prompt_len, state, threshold):
     queues, prefixes = zip(*state, strict=True)
-    v = view(input_len, queues, prefixes)
+    v = view(prompt_len, queues, prefixes)
     config = ConductorConfig(replication_threshold=threshold)
     longest = max(prefixes)
     best = None
@@ -131,7 +131,7 @@ def test_view_and_config_validate():
         view(10, [0.0, 1.0], [0])
     with pytest.raises(ValueError, match="queue_s\\[1\\]"):
         view(10, [0.0, -1.0], [0, 0])
-    with pytest.raises(ValueError, match="input_len"):
+    with pytest.raises(ValueError, match="prompt_len"):
         view(0, [0.0], [0])
     with pytest.raises(ValueError, match="at least 1"):
         ConductorConfig(replication_threshold=0.5)

@@ -195,8 +195,8 @@ def test_poisson_requests_are_seeded_at_the_asked_rate_with_the_traces_lengths()
     assert abs(len(a) - rate * 1000) < 4 * math.sqrt(rate * 1000)
     assert all(0 <= r.arrival_s < 1000 for r in a)
     assert [r.arrival_s for r in a] == sorted(r.arrival_s for r in a)
-    pairs = {(r.input_len, r.output_len) for r in trace.requests}
-    assert {(r.input_len, r.output_len) for r in a} == pairs
+    pairs = {(r.prompt_len, r.output_len) for r in trace.requests}
+    assert {(r.prompt_len, r.output_len) for r in a} == pairs
     assert isinstance(a[0], OverloadRequest)
 
 
@@ -204,7 +204,7 @@ def test_trace_requests_keep_the_traces_arrivals_sped_up():
     trace = small_trace()
     fast = trace_requests(trace, speedup=2.0)
     assert [r.arrival_s for r in fast] == [0.0, 0.5, 1.0]
-    assert [(r.input_len, r.output_len) for r in fast] == [(1000, 10), (3000, 300), (600, 2000)]
+    assert [(r.prompt_len, r.output_len) for r in fast] == [(1000, 10), (3000, 300), (600, 2000)]
     assert trace_requests(trace)[2].arrival_s == 2.0
 
 
@@ -232,7 +232,7 @@ def test_bad_inputs_are_refused_clearly():
         check_rejection_rule(None)
     with pytest.raises(ValueError, match=r"requests\[1\] arrives before requests\[0\]"):
         simulate_overload([(2.0, N, 1), (1.0, N, 1)], TINY)
-    with pytest.raises(ValueError, match=r"requests\[0\] input_len must be zero or more"):
+    with pytest.raises(ValueError, match=r"requests\[0\] prompt_len must be zero or more"):
         simulate_overload([(0.0, -5, 1)], TINY)
     with pytest.raises(TypeError, match=r"requests\[0\] must be an OverloadRequest"):
         simulate_overload([(0.0, N)], TINY)

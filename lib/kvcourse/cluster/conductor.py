@@ -78,17 +78,17 @@ class PrefillCosts:
         check_positive_number("rdma_bandwidth", self.rdma_bandwidth, " bytes/s (e.g. 100e9)")
         check_positive_int("block_size", self.block_size, "e.g. 512 (Mooncake's block size)")
 
-    def cached_tokens(self, input_len: int, cached_blocks: int) -> int:
-        """Tokens of an ``input_len``-token prompt that ``cached_blocks`` leading blocks cover,
-        never the last one: ``min(cached_blocks × block_size, input_len − 1)``."""
-        input_len = check_positive_int("input_len", input_len)
-        return min(check_count("cached_blocks", cached_blocks) * self.block_size, input_len - 1)
+    def cached_tokens(self, prompt_len: int, cached_blocks: int) -> int:
+        """Tokens of a ``prompt_len``-token prompt that ``cached_blocks`` leading blocks cover,
+        never the last one: ``min(cached_blocks × block_size, prompt_len − 1)``."""
+        prompt_len = check_positive_int("prompt_len", prompt_len)
+        return min(check_count("cached_blocks", cached_blocks) * self.block_size, prompt_len - 1)
 
-    def prefill_s(self, input_len: int, cached_blocks: int = 0) -> float:
-        """Seconds to prefill an ``input_len``-token prompt whose first ``cached_blocks`` blocks
+    def prefill_s(self, prompt_len: int, cached_blocks: int = 0) -> float:
+        """Seconds to prefill a ``prompt_len``-token prompt whose first ``cached_blocks`` blocks
         are cached (LLaMA2-70B, 8,700 tokens, none cached: ≈ 0.86 s)."""
-        cached = self.cached_tokens(input_len, cached_blocks)
-        return self.node.seconds(prefill_flops(self.node.model, input_len - cached, cached))
+        cached = self.cached_tokens(prompt_len, cached_blocks)
+        return self.node.seconds(prefill_flops(self.node.model, prompt_len - cached, cached))
 
     def transfer_s(self, num_blocks: int) -> float:
         """Seconds to pull ``num_blocks`` KV blocks from another node over RDMA (one 512-token
@@ -127,12 +127,12 @@ class ClusterView:
     instance the seconds of work queued ahead of it and the leading blocks of this prompt it
     caches."""
 
-    input_len: int
+    prompt_len: int
     queue_s: tuple[float, ...]
     prefix_blocks: tuple[int, ...]
 
     def __post_init__(self) -> None:
-        check_positive_int("input_len", self.input_len)
+        check_positive_int("prompt_len", self.prompt_len)
         if not isinstance(self.queue_s, tuple) or not isinstance(self.prefix_blocks, tuple):
             raise TypeError("queue_s and prefix_blocks must be tuples, one entry per instance")
         if not self.queue_s or len(self.queue_s) != len(self.prefix_blocks):
@@ -181,12 +181,12 @@ def estimate_ttft(
     own = view.prefix_blocks[instance]
     costs = config.costs
     if pull_from is None or view.prefix_blocks[pull_from] <= own:
-        return view.queue_s[instance] + costs.prefill_s(view.input_len, own)
+        return view.queue_s[instance] + costs.prefill_s(view.prompt_len, own)
     longest = view.prefix_blocks[pull_from]
     return (
         costs.transfer_s(longest - own)
         + view.queue_s[instance]
-        + costs.prefill_s(view.input_len, longest)
+        + costs.prefill_s(view.prompt_len, longest)
     )
 
 

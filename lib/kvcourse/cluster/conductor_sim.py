@@ -158,12 +158,12 @@ def simulate_conductor(
     rejected = hit_blocks = total_blocks = computed = prompt = moved = 0
     ttfts: list[float] = []
     for request in trace.requests:
-        if request.input_len == 0:
+        if request.prompt_len == 0:
             continue
         now = request.arrival_s / speedup
         blocks = request.block_ids
         view = ClusterView(
-            request.input_len,
+            request.prompt_len,
             tuple(max(0.0, inst.busy_until - now) for inst in instances),
             tuple(inst.leading_run(blocks, now) for inst in instances),
         )
@@ -177,22 +177,22 @@ def simulate_conductor(
         begin = max(now, chosen.busy_until)
         if pulled:
             instances[decision.pull_from].touch(blocks[: decision.cached_blocks])
-        cached_tokens = costs.cached_tokens(request.input_len, decision.cached_blocks)
+        cached_tokens = costs.cached_tokens(request.prompt_len, decision.cached_blocks)
         transfer = costs.transfer_s(pulled)
         chosen.busy_until = (
-            begin + transfer + costs.prefill_s(request.input_len, decision.cached_blocks)
+            begin + transfer + costs.prefill_s(request.prompt_len, decision.cached_blocks)
         )
         chosen.touch(blocks, ready=chosen.busy_until)
         chosen.placed += 1
         ttfts.append(chosen.busy_until - now)
         hit_blocks += decision.cached_blocks
         total_blocks += len(blocks)
-        computed += request.input_len - cached_tokens
-        prompt += request.input_len
-        moved += min(pulled * costs.block_size, request.input_len)
+        computed += request.prompt_len - cached_tokens
+        prompt += request.prompt_len
+        moved += min(pulled * costs.block_size, request.prompt_len)
     return ConductorRun(
         placement=name or getattr(placement, "__name__", type(placement).__name__),
-        num_requests=sum(1 for r in trace.requests if r.input_len > 0),
+        num_requests=sum(1 for r in trace.requests if r.prompt_len > 0),
         rejected=rejected,
         hit_blocks=hit_blocks,
         total_blocks=total_blocks,

@@ -37,9 +37,9 @@ The numbers above, on the conversation trace:
 
 >>> from kvcourse.traces import load_mooncake_trace
 >>> conv, cfg = load_mooncake_trace("conversation"), DEFAULT_CONFIG
->>> round(conv.mean_input_len), round(prefill_seconds(12_035), 2)
+>>> round(conv.mean_prompt_len), round(prefill_seconds(12_035), 2)
 (12035, 1.23)
->>> prefill = sum(prefill_seconds(r.input_len) for r in conv.requests) / conv.num_requests
+>>> prefill = sum(prefill_seconds(r.prompt_len) for r in conv.requests) / conv.num_requests
 >>> round(prefill, 2), round(cfg.num_prefill / prefill, 1)  # seconds; the prefill pool's req/s
 (1.45, 5.5)
 >>> decode = cfg.decode_capacity(conv.mean_output_len)
@@ -127,11 +127,11 @@ DEFAULT_CONFIG = OverloadConfig()
 
 @dataclass(frozen=True)
 class OverloadRequest:
-    """One request of an overload run: it arrives at ``arrival_s`` with an ``input_len``-token
+    """One request of an overload run: it arrives at ``arrival_s`` with a ``prompt_len``-token
     prompt and will generate ``output_len`` tokens (which no rejection rule knows in advance)."""
 
     arrival_s: float
-    input_len: int
+    prompt_len: int
     output_len: int
 
 
@@ -173,12 +173,12 @@ class OverloadResult:
         return self.rejected_after_prefill
 
 
-def prefill_seconds(input_len: int, config: OverloadConfig = DEFAULT_CONFIG) -> float:
-    """Seconds one prefill instance of ``config`` takes for an ``input_len``-token prompt:
-    ``prefill_flops(model, input_len)`` on ``config.node``."""
+def prefill_seconds(prompt_len: int, config: OverloadConfig = DEFAULT_CONFIG) -> float:
+    """Seconds one prefill instance of ``config`` takes for a ``prompt_len``-token prompt:
+    ``prefill_flops(model, prompt_len)`` on ``config.node``."""
     if not isinstance(config, OverloadConfig):
         raise TypeError(f"config must be an OverloadConfig, got {config!r:.80}")
-    return config.node.seconds(prefill_flops(config.node.model, input_len))
+    return config.node.seconds(prefill_flops(config.node.model, prompt_len))
 
 
 def poisson_requests(
@@ -218,7 +218,7 @@ def poisson_requests(
     picks = rng.integers(trace.num_requests, size=len(arrivals))
     pool = trace.requests
     return tuple(
-        OverloadRequest(float(t), pool[i].input_len, pool[i].output_len)
+        OverloadRequest(float(t), pool[i].prompt_len, pool[i].output_len)
         for t, i in zip(arrivals.tolist(), picks.tolist(), strict=True)
     )
 
@@ -231,6 +231,6 @@ def trace_requests(trace: Trace, *, speedup: float = 1.0) -> tuple[OverloadReque
     speedup = check_positive_number("speedup", speedup, " (a factor such as 2)")
     start = trace.requests[0].arrival_s if trace.requests else 0.0
     return tuple(
-        OverloadRequest((r.arrival_s - start) / speedup, r.input_len, r.output_len)
+        OverloadRequest((r.arrival_s - start) / speedup, r.prompt_len, r.output_len)
         for r in trace.requests
     )

@@ -39,13 +39,13 @@ def simulate_overload(
     rule: str = "baseline",
 ) -> OverloadResult:
     """Run ``requests`` (in arrival order; :class:`~kvcourse.cluster.overload.OverloadRequest`
-    or ``(arrival_s, input_len, output_len)``) through the cluster of ``config`` under one
+    or ``(arrival_s, prompt_len, output_len)``) through the cluster of ``config`` under one
     rejection ``rule`` (:data:`~kvcourse.cluster.rejection.REJECTION_RULES`) until it is empty,
     and count."""
     if not isinstance(config, OverloadConfig):
         raise TypeError(f"config must be an OverloadConfig, got {config!r:.80}")
-    arrivals, inputs, outputs = _check_requests(requests)
-    prefill = [prefill_seconds(n, config) for n in inputs]
+    arrivals, prompts, outputs = _check_requests(requests)
+    prefill = [prefill_seconds(n, config) for n in prompts]
     return _simulate(arrivals, prefill, outputs, config, check_rejection_rule(rule))
 
 
@@ -57,8 +57,8 @@ def compare_rejection_rules(
     :data:`~kvcourse.cluster.rejection.REJECTION_RULES`: baseline, early, predictive, in order."""
     if not isinstance(config, OverloadConfig):
         raise TypeError(f"config must be an OverloadConfig, got {config!r:.80}")
-    arrivals, inputs, outputs = _check_requests(requests)
-    prefill = [prefill_seconds(n, config) for n in inputs]
+    arrivals, prompts, outputs = _check_requests(requests)
+    prefill = [prefill_seconds(n, config) for n in prompts]
     return tuple(_simulate(arrivals, prefill, outputs, config, r) for r in REJECTION_RULES)
 
 
@@ -172,19 +172,19 @@ def _check_requests(
 ) -> tuple[list[float], list[int], list[int]]:
     if isinstance(requests, (str, bytes)) or not isinstance(requests, Sequence):
         raise TypeError(
-            f"requests must be a sequence of OverloadRequest or (arrival_s, input_len, "
+            f"requests must be a sequence of OverloadRequest or (arrival_s, prompt_len, "
             f"output_len) tuples, got {requests!r:.80}"
         )
-    arrivals, inputs, outputs = [], [], []
+    arrivals, prompts, outputs = [], [], []
     previous = 0.0
     for i, r in enumerate(requests):
         if isinstance(r, OverloadRequest):
-            t, n, m = r.arrival_s, r.input_len, r.output_len
+            t, n, m = r.arrival_s, r.prompt_len, r.output_len
         elif isinstance(r, tuple) and len(r) == 3:
             t, n, m = r
         else:
             raise TypeError(
-                f"requests[{i}] must be an OverloadRequest or an (arrival_s, input_len, "
+                f"requests[{i}] must be an OverloadRequest or an (arrival_s, prompt_len, "
                 f"output_len) tuple, got {r!r:.80}"
             )
         t = check_seconds(f"requests[{i}]: arrival_s", t)
@@ -192,9 +192,9 @@ def _check_requests(
             raise ValueError(f"requests[{i}] arrives before requests[{i - 1}]: sort by arrival")
         previous = t
         arrivals.append(previous)
-        inputs.append(check_count(f"requests[{i}] input_len", n))
+        prompts.append(check_count(f"requests[{i}] prompt_len", n))
         outputs.append(check_count(f"requests[{i}] output_len", m))
-    return arrivals, inputs, outputs
+    return arrivals, prompts, outputs
 
 
 def load_correlation(

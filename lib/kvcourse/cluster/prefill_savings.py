@@ -62,7 +62,7 @@ def prefill_gpu_seconds(
 ) -> float:
     """Seconds of prefill for every request of ``trace`` on ``node`` (by default LLaMA2-70B on
     8 × A800 at 60 % of peak), with ``hits[i]`` blocks of request ``i``'s prefix already cached
-    (none when ``hits`` is None). Cached tokens are ``min(hits[i] × block_size, input_len − 1)``.
+    (none when ``hits`` is None). Cached tokens are ``min(hits[i] × block_size, prompt_len − 1)``.
     """
     if not isinstance(trace, Trace):
         raise TypeError(f"trace must be a kvcourse.traces.Trace, got {trace!r}")
@@ -75,10 +75,10 @@ def prefill_gpu_seconds(
     flops = 0.0
     size = trace.block_size
     for i, request in enumerate(trace.requests):
-        if request.input_len == 0:
+        if request.prompt_len == 0:
             continue
-        cached = 0 if hits is None else min(int(hits[i]) * size, request.input_len - 1)
-        flops += prefill_flops(model, request.input_len - cached, cached)
+        cached = 0 if hits is None else min(int(hits[i]) * size, request.prompt_len - 1)
+        flops += prefill_flops(model, request.prompt_len - cached, cached)
     return node.seconds(flops)
 
 
