@@ -1,10 +1,29 @@
-"""Cluster-level KV caching (§8.4, §9): what a KV cache shared by a whole serving cluster would
-hold, replayed over request traces.
+"""Cluster-level KV caching (§8.4, §8.5, §9): what a KV cache shared by a whole serving cluster
+would hold, what it saves, where its KV lives, and how Mooncake places, prefills and turns away
+requests around it. One module per job:
 
+* :mod:`kvcourse.cluster.prefill_node`: the prefill node every model below prices its prefill
+  on (model, GPUs, share of their peak; the lecture's LLaMA2-70B on 8 × A800 at 60 %);
 * :mod:`kvcourse.cluster.prefix_replay`: a global prefix cache of a given capacity replayed over a
-  trace of block-id lists under LRU or LFU, and its hit rate against capacity (Mooncake Table 1);
+  trace of block-id lists under LRU or LFU eviction, and its hit rate against capacity (Mooncake
+  Table 1);
 * :mod:`kvcourse.cluster.prefill_savings`: the prefill GPU time those hits save, and the storage
-  the cache needs (§8.5).
+  the cache needs (§8.5);
+* :mod:`kvcourse.cluster.storage_tiers`: storage for compute, reading a token's KV back from a
+  memory tier against recomputing it (Exercise 8);
+* :mod:`kvcourse.cluster.layerwise`: layer-wise prefill, the KV loads and stores of one request
+  hidden behind its compute;
+* :mod:`kvcourse.cluster.chunked_pipeline`: one long prompt prefilled on a pipeline of nodes in
+  chunks;
+* :mod:`kvcourse.cluster.conductor`: the Conductor's decision for one request, its time model and
+  its four placements;
+* :mod:`kvcourse.cluster.conductor_sim`: a prefill pool the Conductor drives over a trace, and the
+  four placements compared;
+* :mod:`kvcourse.cluster.overload`: a disaggregated cluster under overload, its requests and what a
+  run counts;
+* :mod:`kvcourse.cluster.rejection`: the three rejection rules, when an overloaded cluster turns a
+  request away;
+* :mod:`kvcourse.cluster.overload_sim`: the event simulation that runs them.
 """
 
 from __future__ import annotations

@@ -86,13 +86,21 @@ class PrefillCosts:
 
     def prefill_s(self, prompt_len: int, cached_blocks: int = 0) -> float:
         """Seconds to prefill a ``prompt_len``-token prompt whose first ``cached_blocks`` blocks
-        are cached (LLaMA2-70B, 8,700 tokens, none cached: ≈ 0.86 s)."""
+        are cached (LLaMA2-70B, 8,700 tokens, none cached: ≈ 0.86 s):
+
+        >>> round(PrefillCosts().prefill_s(8700), 2)
+        0.86
+        """
         cached = self.cached_tokens(prompt_len, cached_blocks)
         return self.node.seconds(prefill_flops(self.node.model, prompt_len - cached, cached))
 
     def transfer_s(self, num_blocks: int) -> float:
         """Seconds to pull ``num_blocks`` KV blocks from another node over RDMA (one 512-token
-        LLaMA2-70B block, 168 MB: ≈ 1.7 ms)."""
+        LLaMA2-70B block, 168 MB: ≈ 1.7 ms):
+
+        >>> round(PrefillCosts().transfer_s(1) * 1e3, 1)
+        1.7
+        """
         num_blocks = check_count("num_blocks", num_blocks)
         per_block = self.block_size * kv_bytes_per_token(self.node.model)
         return num_blocks * per_block / self.rdma_bandwidth

@@ -25,7 +25,18 @@ Two schedules:
 LLaMA2-70B, 8,700 tokens, no cache: ≈865 ms of compute (the lecture's 870 ms). Half of them
 (4,350) cached on the node's SSDs (48 GB/s): overlapped ≈449.6 ms, just over the 448.9 ms of
 compute (lecture 454 ms); serial adds the 1.43 GB read (29.7 ms) and the 1.43 GB written back
-(29.7 ms), ≈59.4 ms more.
+(29.7 ms) to the compute, ≈59.4 ms more:
+
+>>> round(layerwise_prefill(8700).busy_s("compute") * 1e3)
+865
+>>> half = layerwise_prefill(8700, 4350)
+>>> round(half.total_s * 1e3, 1), round(half.busy_s("compute") * 1e3, 1)
+(449.6, 448.9)
+>>> serial = layerwise_prefill(8700, 4350, schedule="serial")
+>>> [round(serial.busy_s(kind) * 1e3, 1) for kind in ("load", "store")]
+[29.7, 29.7]
+>>> round((serial.total_s - serial.busy_s("compute")) * 1e3, 1)
+59.4
 """
 
 from __future__ import annotations
