@@ -1,7 +1,7 @@
 """Time the prefix-cache replay (§8.4) against its budget and print the hit rates it computed.
 
 The budget: Mooncake's conversation trace (12,031 requests, about 290,000 block references) at
-8 capacities × 2 policies (LRU, LFU) in ≤ 10 s in all on a 2-core CPU. Without that trace at
+8 capacities × 2 evictions (LRU, LFU) in ≤ 10 s in all on a 2-core CPU. Without that trace at
 hand, this script builds a synthetic one of the same size with heavy prefix sharing (multi-turn
 sessions that extend their previous prompt, on a few shared system prompts) and replays it; if
 ``kvcourse.traces`` is installed it also replays the real trace.
@@ -69,15 +69,15 @@ def replay_table(name: str, requests: list[list[int]]) -> float:
     total = 0.0
     for capacity in CAPACITIES:
         row = f"{'infinite' if capacity is None else f'{capacity:,}':>10s}"
-        for policy in ("lru", "lfu"):
+        for eviction in ("lru", "lfu"):
             start = time.perf_counter()
-            result = replay_prefix_cache(requests, capacity, policy)
+            result = replay_prefix_cache(requests, capacity, eviction)
             elapsed = time.perf_counter() - start
             total += elapsed
             row += f" {result.hit_rate:8.3f} {elapsed:6.2f}s"
         print(row)
     verdict = "ok" if total <= BUDGET_S else "OVER"
-    cells = f"{len(CAPACITIES)} capacities x 2 policies"
+    cells = f"{len(CAPACITIES)} capacities x 2 evictions"
     print(f"{cells}: {total:.2f} s (budget {BUDGET_S:g} s) {verdict}")
     return total
 

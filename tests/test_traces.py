@@ -30,7 +30,7 @@ DATA = resources.files("kvcourse").joinpath("data/mooncake")
 REAL = {
     "conversation": dict(
         duration_s=3536.999,
-        mean_input_len=12035.0613,
+        mean_prompt_len=12035.0613,
         mean_output_len=342.6189,
         num_blocks=288_500,
         num_distinct_blocks=182_790,
@@ -38,7 +38,7 @@ REAL = {
     ),
     "synthetic": dict(
         duration_s=1022.025,
-        mean_input_len=15325.4766,
+        mean_prompt_len=15325.4766,
         mean_output_len=149.1190,
         num_blocks=121_877,
         num_distinct_blocks=43_924,
@@ -69,19 +69,19 @@ def assert_prefix_rule(trace):
     after the same parent id, and a partial last block is shared only by prompts of its length."""
     position, parent, partial = {}, {}, {}
     for r in trace.requests:
-        assert len(r.block_ids) == math.ceil(r.input_len / trace.block_size)
+        assert len(r.block_ids) == math.ceil(r.prompt_len / trace.block_size)
         assert len(set(r.block_ids)) == len(r.block_ids)
         for k, block in enumerate(r.block_ids):
             assert position.setdefault(block, k) == k, f"id {block} at two positions"
             up = r.block_ids[k - 1] if k else None
             assert parent.setdefault(block, up) == up, f"id {block} after two parents"
-        if r.input_len % trace.block_size:
+        if r.prompt_len % trace.block_size:
             last = r.block_ids[-1]
-            assert partial.setdefault(last, r.input_len) == r.input_len
+            assert partial.setdefault(last, r.prompt_len) == r.prompt_len
     full_ids = {
         block
         for r in trace.requests
-        for block in (r.block_ids if r.input_len % trace.block_size == 0 else r.block_ids[:-1])
+        for block in (r.block_ids if r.prompt_len % trace.block_size == 0 else r.block_ids[:-1])
     }
     assert not full_ids & set(partial), "a partial block's id also names a full block"
 
@@ -133,7 +133,7 @@ def test_conversation_trace_shares_one_system_block_and_is_cached_and_immutable(
     with pytest.raises(dataclasses.FrozenInstanceError):
         trace.name = "other"
     with pytest.raises(dataclasses.FrozenInstanceError):
-        first.input_len = 1
+        first.prompt_len = 1
     assert isinstance(trace.requests, tuple) and isinstance(first.block_ids, tuple)
 
 
@@ -154,7 +154,7 @@ def test_head_and_window():
     assert trace.head(10**6).requests == trace.requests
     empty = trace.head(0)
     assert (empty.num_requests, empty.duration_s, empty.num_distinct_blocks) == (0, 0.0, 0)
-    assert math.isnan(empty.mean_input_len) and math.isnan(empty.share_blocks_seen_once)
+    assert math.isnan(empty.mean_prompt_len) and math.isnan(empty.share_blocks_seen_once)
 
     window = trace.window(100.0, 200.0)
     assert window.requests == tuple(r for r in trace.requests if 100.0 <= r.arrival_s < 200.0)
@@ -211,7 +211,7 @@ def as_rows(trace):
     return [
         dict(
             timestamp=round(r.arrival_s * 1000),
-            input_length=r.input_len,
+            input_length=r.prompt_len,
             output_length=r.output_len,
             hash_ids=list(r.block_ids),
         )
@@ -282,14 +282,14 @@ def test_generator_is_seeded():
     assert synthetic_prefix_trace(500, seed=3) == synthetic_prefix_trace(500, seed=3)
     one, other = synthetic_prefix_trace(500, seed=3), synthetic_prefix_trace(500, seed=4)
     assert one.block_id_lists() != other.block_id_lists()
-    assert [r.input_len for r in one.requests] != [r.input_len for r in other.requests]
+    assert [r.prompt_len for r in one.requests] != [r.prompt_len for r in other.requests]
 
 
 def test_generator_defaults_land_near_the_lecture_trace():
     trace = synthetic_prefix_trace()
     assert trace.num_requests == LECTURE["num_requests"] and trace.block_size == 512
     assert trace.duration_s == pytest.approx(LECTURE["duration_s"], abs=1e-3)
-    assert trace.mean_input_len == pytest.approx(LECTURE["mean_input"], rel=0.02)
+    assert trace.mean_prompt_len == pytest.approx(LECTURE["mean_input"], rel=0.02)
     assert trace.mean_output_len == pytest.approx(LECTURE["mean_output"], rel=0.02)
     assert trace.share_blocks_seen_once == pytest.approx(LECTURE["once"], abs=0.03)
     assert_prefix_rule(trace)
@@ -301,7 +301,7 @@ def test_generator_stays_in_its_documented_bands(seed):
     assert trace.num_requests == LECTURE["num_requests"]
     assert trace.duration_s == pytest.approx(LECTURE["duration_s"], abs=1e-3)
     for value, (lo, hi) in (
-        (trace.mean_input_len, BANDS["mean_input"]),
+        (trace.mean_prompt_len, BANDS["mean_input"]),
         (trace.mean_output_len, BANDS["mean_output"]),
         (trace.share_blocks_seen_once, BANDS["once"]),
     ):
@@ -334,7 +334,7 @@ def test_generator_follows_the_prefix_rule_for_any_knobs(
     trace = synthetic_prefix_trace(
         num_requests,
         duration_s=60.0,
-        mean_input_len=mean_input,
+        mean_prompt_len=mean_input,
         mean_turns=mean_turns,
         system_prompt_len=system_prompt_len,
         block_size=block_size,
@@ -358,7 +358,7 @@ def test_generator_follows_the_prefix_rule_for_any_knobs(
         (dict(system_prompt_len=-1), ValueError, "system_prompt_len must be zero or more"),
         (dict(block_size=0), ValueError, "block_size must be positive"),
         (dict(seed=-1), ValueError, "seed must be zero or more"),
-        (dict(mean_input_len=1000), ValueError, "no room for a context"),
+        (dict(mean_prompt_len=1000), ValueError, "no room for a context"),
     ],
 )
 def test_generator_arguments_are_checked(kwargs, error, message):

@@ -38,8 +38,8 @@ AT_PEAK = replaced(
 # --- Part 2: the estimate -----------------------------------------------------------------------
 #: The queue is left out of the estimate: every instance looks idle.
 NO_QUEUE = replaced(
-    "        return view.queue_s[instance] + costs.prefill_s(view.input_len, own)\n",
-    "        return costs.prefill_s(view.input_len, own)\n",
+    "        return view.queue_s[instance] + costs.prefill_s(view.prompt_len, own)\n",
+    "        return costs.prefill_s(view.prompt_len, own)\n",
 )
 
 #: A pull copies the whole longer prefix, also the blocks the instance already holds.

@@ -18,9 +18,9 @@ It is a stack of layers; a module imports only from its own layer or the ones be
 * :mod:`kvcourse.generation`: parallel sampling and beam search on shared blocks;
 * :mod:`kvcourse.serving`: the iteration cost model, memory schemes, the serving loop and the 2023
   vLLM paper's preemption, and the simulations of §3, §6 and §7;
-* :mod:`kvcourse.cluster`: Mooncake's side (§8.4, §9): a global prefix cache replayed over traces,
-  storage for compute, layer-wise prefill, chunked pipeline parallelism, the Conductor and
-  overload with early rejection;
+* :mod:`kvcourse.cluster`: Mooncake's side (§8.4 to §9): a cluster-wide prefix cache replayed over
+  traces, storage tiers, layer-wise and chunked prefill, the Conductor's placements, and overload
+  with its rejection rules;
 * :mod:`kvcourse.viz`: the book's figures, tables and JupyterLab steppers;
 * :mod:`kvcourse.assignment_checks`: what the assignments' test cells call.
 

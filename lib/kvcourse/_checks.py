@@ -63,6 +63,32 @@ def check_positive_number(name: str, value: object, unit: str = "") -> float:
     return value
 
 
+def check_fraction(name: str, value: object, example: str = "0.6") -> float:
+    """``value`` as a ``float`` in (0, 1], a share of something such as the GPUs' peak FLOP/s;
+    ``example`` is the fraction the message suggests (a percentage passed as 60 is refused)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(
+            f"{name} must be a fraction such as {example}, got {value!r} ({type(value).__name__})"
+        )
+    value = float(value)
+    if not 0 < value <= 1:
+        raise ValueError(
+            f"{name} must be a fraction in (0, 1] such as {example} (60 % is 0.6), got {value!r}"
+        )
+    return value
+
+
+def check_seconds(name: str, value: object) -> float:
+    """``value`` as a finite ``float`` of seconds that is zero or more (a wait, a time stamp)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        kind = type(value).__name__
+        raise TypeError(f"{name} must be a number of seconds, got {value!r} ({kind})")
+    value = float(value)
+    if not 0 <= value < math.inf:
+        raise ValueError(f"{name} must be a finite number of seconds >= 0, got {value!r}")
+    return value
+
+
 def ceil_div(numerator: int, denominator: int) -> int:
     """``ceil(numerator / denominator)`` in integers, without floating point (blocks for tokens)."""
     return -(-numerator // denominator)

@@ -64,18 +64,18 @@ _ARRIVAL = operator.attrgetter("arrival_s")
 
 @dataclass(frozen=True)
 class TraceRequest:
-    """One request of a trace: it arrives at ``arrival_s`` seconds with an ``input_len``-token
+    """One request of a trace: it arrives at ``arrival_s`` seconds with a ``prompt_len``-token
     prompt whose KV blocks have the prefix-block ids ``block_ids``, and generates ``output_len``
     tokens."""
 
     arrival_s: float
-    input_len: int
+    prompt_len: int
     output_len: int
     block_ids: tuple[int, ...]
 
     def __post_init__(self) -> None:
         _check_seconds("arrival_s", self.arrival_s)
-        check_count("input_len", self.input_len)
+        check_count("prompt_len", self.prompt_len)
         check_count("output_len", self.output_len)
         if not isinstance(self.block_ids, tuple):
             kind = type(self.block_ids).__name__
@@ -107,9 +107,9 @@ class Trace:
                 raise TypeError(f"requests[{i}] must be a TraceRequest, got {r!r:.80}")
             if r.arrival_s < previous:
                 raise ValueError(f"requests[{i}] arrives before requests[{i - 1}]: sort by arrival")
-            if len(r.block_ids) != (need := ceil_div(r.input_len, self.block_size)):
+            if len(r.block_ids) != (need := ceil_div(r.prompt_len, self.block_size)):
                 raise ValueError(
-                    f"requests[{i}] has {len(r.block_ids)} block ids for {r.input_len} tokens; "
+                    f"requests[{i}] has {len(r.block_ids)} block ids for {r.prompt_len} tokens; "
                     f"blocks of {self.block_size} tokens need {need}"
                 )
             previous = r.arrival_s
@@ -126,9 +126,9 @@ class Trace:
         return requests[-1].arrival_s - requests[0].arrival_s if len(requests) > 1 else 0.0
 
     @cached_property
-    def mean_input_len(self) -> float:
+    def mean_prompt_len(self) -> float:
         """Mean prompt length in tokens: the prefill work a cache can save part of."""
-        return _mean([r.input_len for r in self.requests])
+        return _mean([r.prompt_len for r in self.requests])
 
     @cached_property
     def mean_output_len(self) -> float:
@@ -242,23 +242,23 @@ def _parse(lines: IO[str], name: str, block_size: int, source: str) -> Trace:
         missing = [f for f in _FIELDS if f not in row]
         if missing:
             raise ValueError(f"{where}: missing field(s) {', '.join(missing)}")
-        ms, input_len, output_len, ids = (row[f] for f in _FIELDS)
+        ms, prompt_len, output_len, ids = (row[f] for f in _FIELDS)
         if not is_real(ms) or not math.isfinite(ms) or ms < 0:
             raise ValueError(f"{where}: timestamp must be milliseconds >= 0, got {ms!r}")
         if ms < previous_ms:
             raise ValueError(f"{where}: timestamps not sorted ({ms} after {previous_ms})")
-        for field, value in (("input_length", input_len), ("output_length", output_len)):
+        for field, value in (("input_length", prompt_len), ("output_length", output_len)):
             if not is_int(value) or value < 0:
                 raise ValueError(f"{where}: {field} must be a non-negative int, got {value!r}")
         if not isinstance(ids, list) or not all(type(i) is int and i >= 0 for i in ids):
             raise ValueError(f"{where}: hash_ids must be a list of non-negative ints")
-        if len(ids) != (need := ceil_div(input_len, block_size)):
+        if len(ids) != (need := ceil_div(prompt_len, block_size)):
             raise ValueError(
-                f"{where}: {len(ids)} hash_ids for input_length {input_len}; blocks of "
-                f"{block_size} tokens need ceil({input_len} / {block_size}) = {need}"
+                f"{where}: {len(ids)} hash_ids for input_length {prompt_len}; blocks of "
+                f"{block_size} tokens need ceil({prompt_len} / {block_size}) = {need}"
             )
         previous_ms = ms
-        requests.append(TraceRequest(ms / 1000, input_len, output_len, tuple(ids)))
+        requests.append(TraceRequest(ms / 1000, prompt_len, output_len, tuple(ids)))
     return Trace(name, block_size, tuple(requests))
 
 
@@ -273,7 +273,7 @@ def synthetic_prefix_trace(
     num_requests: int = 4157,
     *,
     duration_s: float = 1440.0,
-    mean_input_len: float = 8709.0,
+    mean_prompt_len: float = 8709.0,
     mean_output_len: float = 183.0,
     mean_turns: float = 2.0,
     mean_question_len: float = 150.0,
@@ -294,7 +294,7 @@ def synthetic_prefix_trace(
     its answer plus a new question, so it reuses every full block of the turns before it. Context,
     question and answer lengths are log-normal (sigma 0.8); the answers' mean is
     ``mean_output_len`` and the contexts' mean is set so that the mean prompt is
-    ``mean_input_len``. Conversations start at uniform random times, their turns an exponential
+    ``mean_prompt_len``. Conversations start at uniform random times, their turns an exponential
     think time (mean ``think_time_s``) apart; that fixes the *order* of the requests, and their
     arrival times are a Poisson process laid over that order (exponential gaps, scaled so the
     first arrives at 0 and the last at ``duration_s``, rounded to ms), as in Mooncake's own
@@ -314,14 +314,14 @@ def synthetic_prefix_trace(
     system_len = check_count("system_prompt_len", system_prompt_len)
     think_time_s = check_positive_number("think_time_s", think_time_s, " of seconds")
     block_size = check_positive_int("block_size", block_size, "e.g. 512 (Mooncake's block size)")
-    mean_input_len = check_positive_number("mean_input_len", mean_input_len, " of tokens")
+    mean_prompt_len = check_positive_number("mean_prompt_len", mean_prompt_len, " of tokens")
     # A request of turn t carries t - 1 earlier questions and answers; over requests E[t - 1] is
     # mean_turns - 1 for geometric conversation lengths.
     per_turn = mean_question_len + mean_output_len
-    mean_context = mean_input_len - system_len - mean_question_len - (mean_turns - 1) * per_turn
+    mean_context = mean_prompt_len - system_len - mean_question_len - (mean_turns - 1) * per_turn
     if mean_context < 1:
         raise ValueError(
-            f"mean_input_len={mean_input_len:g} leaves no room for a context after the system "
+            f"mean_prompt_len={mean_prompt_len:g} leaves no room for a context after the system "
             f"prompt, the question and the earlier turns: raise it, or lower system_prompt_len, "
             f"mean_turns, mean_question_len or mean_output_len"
         )
@@ -342,7 +342,7 @@ def synthetic_prefix_trace(
     output = _lognormal(rng, mean_output_len, n)
     earlier = np.cumsum(question + output) - (question + output)  # exclusive running sum
     earlier -= np.repeat(earlier[first], turns)  # ... restarted in every conversation
-    input_len = system_len + context[conv] + earlier + question
+    prompt_len = system_len + context[conv] + earlier + question
 
     gaps = rng.exponential(think_time_s, n)
     gaps[first] = 0.0
@@ -355,7 +355,7 @@ def synthetic_prefix_trace(
     ids: dict[tuple[int, int, int], int] = {}
     requests = []
     for slot, i in enumerate(order.tolist()):
-        c, length = int(conv[i]), int(input_len[i])
+        c, length = int(conv[i]), int(prompt_len[i])
         blocks = []
         for k in range(ceil_div(length, block_size)):
             end = (k + 1) * block_size

@@ -61,16 +61,16 @@ def test_freed_blocks_stay_cached_until_evicted_least_recently_used_first():
     cache.free(stranger.block_ids)
 
 
-@pytest.mark.parametrize(("policy", "a_hits", "b_hits"), [("lru", 1, 3), ("lfu", 3, 2)])
-def test_lfu_keeps_the_blocks_more_requests_used(policy, a_hits, b_hits):
+@pytest.mark.parametrize(("eviction", "a_hits", "b_hits"), [("lru", 1, 3), ("lfu", 3, 2)])
+def test_lfu_keeps_the_blocks_more_requests_used(eviction, a_hits, b_hits):
     pool = BlockPool(8, 4)
-    cache = PrefixCache(pool, policy=policy)
+    cache = PrefixCache(pool, eviction=eviction)
     a, b = SYSTEM + [1], [200 + i for i in range(12)] + [2]  # 3 full blocks + 1 each
     for prompt in (a, a, b):  # A is used twice (its second run hits), B once, last
         got = cache.allocate(prompt)
         cache.register(got.block_ids, prompt)
         cache.free(got.block_ids)
-    # A 9-token stranger takes 3 fresh blocks. Both policies first take the 2 free blocks that
+    # A 9-token stranger takes 3 fresh blocks. Both evictions first take the 2 free blocks that
     # hold nothing; then LRU evicts the least recently freed (A's), LFU the least used (B's).
     cache.free(cache.allocate([300 + i for i in range(9)]).block_ids)
     assert (len(cache.match(a).block_ids), len(cache.match(b).block_ids)) == (a_hits, b_hits)
@@ -94,8 +94,8 @@ def test_bad_arguments_are_refused():
             cache.match(bad)
     with pytest.raises(TypeError, match="BlockPool"):
         PrefixCache("pool")
-    with pytest.raises(ValueError, match="policy"):
-        PrefixCache(BlockPool(4, 4), policy="fifo")
+    with pytest.raises(ValueError, match="eviction must be one of"):
+        PrefixCache(BlockPool(4, 4), eviction="fifo")
     with pytest.raises(ValueError, match="need 2 blocks"):
         cache.register([0], [1, 2, 3, 4, 5])
 
@@ -110,10 +110,10 @@ PROMPTS = st.lists(st.integers(0, 2), min_size=1, max_size=14)  # a tiny alphabe
     st.lists(st.tuples(st.booleans(), PROMPTS, st.integers(0, 9)), min_size=1, max_size=40),
     st.sampled_from(["lru", "lfu"]),
 )
-def test_invariants_hold_under_random_programs(program, policy):
+def test_invariants_hold_under_random_programs(program, eviction):
     size = 2
     pool = BlockPool(12, size)
-    cache = PrefixCache(pool, policy=policy)
+    cache = PrefixCache(pool, eviction=eviction)
     holds: list[tuple[tuple[int, ...], list[int]]] = []  # live requests: blocks, tokens
     truth: dict[int, tuple[int, ...]] = {}  # block -> the whole prefix it was computed for
     for start, prompt, pick in program:

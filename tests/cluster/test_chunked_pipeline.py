@@ -11,6 +11,7 @@ from kvcourse.cluster.chunked_pipeline import (
     chunk_lengths,
     chunked_pipeline,
 )
+from kvcourse.cluster.prefill_node import PrefillNode
 from kvcourse.sizing import prefill_flops
 from kvcourse.specs import LLAMA2_70B, OPT_13B
 
@@ -90,14 +91,13 @@ def test_schedule_obeys_pipeline_and_causality(prompt, chunk, stages):
 def test_inputs_are_checked():
     with pytest.raises(ValueError, match="do not split evenly into 3 stages"):
         chunked_pipeline(10_000, 3)
-    assert chunked_pipeline(10_000, 8, model=OPT_13B).num_stages == 8  # 40 layers: 5 each
+    opt = chunked_pipeline(10_000, 8, node=PrefillNode(OPT_13B))
+    assert opt.num_stages == 8  # 40 layers: 5 each
     with pytest.raises(ValueError, match="num_stages must be positive"):
         chunked_pipeline(10_000, 0)
     with pytest.raises(ValueError, match="prompt_len must be positive"):
         chunked_pipeline(0)
-    with pytest.raises(ValueError, match="at most 1"):
-        chunked_pipeline(10_000, utilization=1.2)
     with pytest.raises(ValueError, match="link_bandwidth"):
         chunked_pipeline(10_000, link_bandwidth=0)
-    with pytest.raises(TypeError, match="ModelSpec"):
-        chunked_pipeline(10_000, model="LLaMA2-70B")
+    with pytest.raises(TypeError, match="PrefillNode"):
+        chunked_pipeline(10_000, node="LLaMA2-70B")

@@ -1,4 +1,4 @@
-"""The Conductor's decision for one request: TTFT estimates, the four policies, replication and
+"""The Conductor's decision for one request: TTFT estimates, the four placements, replication and
 rejection, on cluster states whose right answer is known by hand."""
 
 import itertools
@@ -12,7 +12,7 @@ from kvcourse.cluster import (
     ConductorConfig,
     Decision,
     PrefillCosts,
-    RandomPolicy,
+    RandomPlacement,
     cache_aware,
     cache_aware_replicating,
     check_decision,
@@ -26,12 +26,12 @@ COSTS = PrefillCosts()
 CONFIG = ConductorConfig()
 
 
-def view(input_len, queues, prefixes):
-    return ClusterView(input_len, tuple(queues), tuple(prefixes))
+def view(prompt_len, queues, prefixes):
+    return ClusterView(prompt_len, tuple(queues), tuple(prefixes))
 
 
 def test_costs_follow_the_lecture_node():
-    assert COSTS.flops_per_second == pytest.approx(8 * 312e12 * 0.6)
+    assert COSTS.node.flops_per_second == pytest.approx(8 * 312e12 * 0.6)
     assert COSTS.prefill_s(8700) == pytest.approx(prefill_flops(LLAMA2_70B, 8700) / 1.4976e15)
     assert COSTS.prefill_s(8700) == pytest.approx(0.865, abs=0.001)  # lecture ≈ 0.87 s
     assert COSTS.transfer_s(1) == pytest.approx(512 * 327_680 / 100e9)  # 168 MB: 1.68 ms
@@ -81,18 +81,18 @@ def test_replication_needs_a_prefix_longer_by_the_threshold():
 
 def test_rejects_when_no_instance_meets_the_slo():
     v = view(8192, [6.0, 7.0], [4, 0])
-    for policy in (load_balanced, cache_aware, cache_aware_replicating, RandomPolicy(3)):
-        decision = policy(v, CONFIG)
+    for placement in (load_balanced, cache_aware, cache_aware_replicating, RandomPlacement(3)):
+        decision = placement(v, CONFIG)
         assert decision.rejected and decision.instance is None
         assert decision.ttft_s > 5.0
-        assert not policy(v, ConductorConfig(ttft_slo_s=None)).rejected
+        assert not placement(v, ConductorConfig(ttft_slo_s=None)).rejected
 
 
-def test_random_policy_is_seeded_and_uniform():
+def test_random_placement_is_seeded_and_uniform():
     v = view(512, [0.0] * 4, [0] * 4)
-    first = [RandomPolicy(7)(v, CONFIG).instance for _ in range(1)]
-    policy = RandomPolicy(7)
-    picks = [policy(v, CONFIG).instance for _ in range(4000)]
+    first = [RandomPlacement(7)(v, CONFIG).instance for _ in range(1)]
+    placement = RandomPlacement(7)
+    picks = [placement(v, CONFIG).instance for _ in range(4000)]
     assert picks[:1] == first
     assert all(800 < picks.count(i) < 1200 for i in range(4))
 
@@ -103,9 +103,9 @@ def test_random_policy_is_seeded_and_uniform():
     st.lists(st.tuples(st.floats(0, 8), st.integers(0, 60)), min_size=1, max_size=6),
     st.sampled_from([1.0, 1.5, 2.0, 4.0]),
 )
-def test_replicating_is_the_minimum_over_the_rule(input_len, state, threshold):
+def test_replicating_is_the_minimum_over_the_rule(prompt_len, state, threshold):
     queues, prefixes = zip(*state, strict=True)
-    v = view(input_len, queues, prefixes)
+    v = view(prompt_len, queues, prefixes)
     config = ConductorConfig(replication_threshold=threshold)
     longest = max(prefixes)
     best = None
@@ -131,14 +131,14 @@ def test_view_and_config_validate():
         view(10, [0.0, 1.0], [0])
     with pytest.raises(ValueError, match="queue_s\\[1\\]"):
         view(10, [0.0, -1.0], [0, 0])
-    with pytest.raises(ValueError, match="input_len"):
+    with pytest.raises(ValueError, match="prompt_len"):
         view(0, [0.0], [0])
     with pytest.raises(ValueError, match="at least 1"):
         ConductorConfig(replication_threshold=0.5)
     with pytest.raises(ValueError, match="ttft_slo_s"):
         ConductorConfig(ttft_slo_s=0)
-    with pytest.raises(ValueError, match="utilization"):
-        PrefillCosts(utilization=1.5)
+    with pytest.raises(TypeError, match="node must be a kvcourse.cluster.PrefillNode"):
+        PrefillCosts(LLAMA2_70B)
 
 
 def test_check_decision_names_what_is_wrong():

@@ -6,13 +6,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvcourse.cluster import (
-    POLICY_NAMES,
+    PLACEMENT_NAMES,
     ConductorConfig,
     Decision,
     PrefillCosts,
     cache_aware,
     cache_aware_replicating,
-    compare_conductor_policies,
+    compare_placements,
     load_balanced,
     simulate_conductor,
 )
@@ -92,7 +92,7 @@ def test_speedup_compresses_arrivals():
     assert fast.ttft_s[1] == pytest.approx(2 * COSTS.prefill_s(8192) - 0.25)
 
 
-def test_a_policy_that_lies_is_caught():
+def test_a_placement_that_lies_is_caught():
     t = trace((0.0, 1024, [1, 2]))
 
     def greedy(view, config):
@@ -100,7 +100,7 @@ def test_a_policy_that_lies_is_caught():
 
     with pytest.raises(ValueError, match="cached_blocks must be between 0 and the 0 blocks"):
         simulate_conductor(t, greedy)
-    with pytest.raises(TypeError, match="policy must be a function"):
+    with pytest.raises(TypeError, match="placement must be a function"):
         simulate_conductor(t, "cache-aware")
     with pytest.raises(ValueError, match="PrefillCosts\\(block_size=16\\)"):
         simulate_conductor(trace((0.0, 32, [1, 2]), block_size=16), cache_aware)
@@ -120,10 +120,10 @@ def test_invariants_on_random_traces(raw, num_instances, cache_blocks):
     raw = sorted(raw)
     requests = [(t, n, [family * 100 + b for b in range(-(-n // 512))]) for t, n, family in raw]
     t = trace(*requests)
-    for name, run in compare_conductor_policies(
+    for name, run in compare_placements(
         t, num_instances=num_instances, cache_blocks=cache_blocks, seed=1
     ).items():
-        assert run.policy == name
+        assert run.placement == name
         assert run.served + run.rejected == len(raw)
         assert sum(run.requests_per_instance) == run.served
         assert 0 <= run.hit_blocks <= run.total_blocks
@@ -135,11 +135,11 @@ def test_invariants_on_random_traces(raw, num_instances, cache_blocks):
 
 
 @pytest.mark.slow
-def test_the_real_trace_ranks_the_policies_as_the_paper():
-    runs = compare_conductor_policies(
+def test_the_real_trace_ranks_the_placements_as_the_paper():
+    runs = compare_placements(
         load_mooncake_trace("conversation"), config=ConductorConfig(ttft_slo_s=None)
     )
-    assert list(runs) == list(POLICY_NAMES)
+    assert list(runs) == list(PLACEMENT_NAMES)
     r, lb, ca, rep = runs.values()
     assert ca.hit_rate > 2 * lb.hit_rate and ca.hit_rate > 2 * r.hit_rate
     assert ca.tokens_computed < 0.85 * lb.tokens_computed

@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvcourse.cluster.layerwise import LayerwiseTimeline, layer_times, layerwise_prefill
+from kvcourse.cluster.prefill_node import PrefillNode
 from kvcourse.cluster.storage_tiers import (
     LOCAL_DRAM_TIER,
     NODE_SSD_TIER,
@@ -61,8 +62,8 @@ def test_a_slow_tier_makes_the_prefill_load_bound():
     # One 6 GB/s SSD: 4.8 ms of load per layer still fits under 5.6 ms of compute...
     assert layerwise_prefill(8700, 4350, ONE_SSD_TIER).total_s < 0.46
     # ...but OPT-13B's fat MHA KV from one SSD takes longer to read than to compute.
-    timeline = layerwise_prefill(8700, 4350, ONE_SSD_TIER, model=OPT_13B)
-    times = layer_times(8700, 4350, ONE_SSD_TIER, model=OPT_13B)
+    timeline = layerwise_prefill(8700, 4350, ONE_SSD_TIER, node=PrefillNode(OPT_13B))
+    times = layer_times(8700, 4350, ONE_SSD_TIER, node=PrefillNode(OPT_13B))
     assert times.load_s > times.compute_s
     # Loads run back to back; the GPUs wait for each, then the last layer computes and stores.
     assert timeline.total_s == pytest.approx(
@@ -122,7 +123,7 @@ def test_inputs_are_checked():
         layerwise_prefill(100, 10, 48e9)
     with pytest.raises(ValueError, match="unknown schedule"):
         layerwise_prefill(100, schedule="pipelined")
-    with pytest.raises(ValueError, match="at most 1"):
-        layerwise_prefill(100, utilization=2)
+    with pytest.raises(TypeError, match="PrefillNode"):
+        layerwise_prefill(100, node=OPT_13B)
     with pytest.raises(ValueError, match="unknown interval kind"):
         layerwise_prefill(100).of_kind("compute ")

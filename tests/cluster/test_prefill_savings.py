@@ -6,7 +6,13 @@ import math
 
 import pytest
 
-from kvcourse.cluster import kv_block_bytes, node_hbm_bytes, prefill_gpu_seconds, prefill_savings
+from kvcourse.cluster import (
+    PrefillNode,
+    kv_block_bytes,
+    node_hbm_bytes,
+    prefill_gpu_seconds,
+    prefill_savings,
+)
 from kvcourse.sizing import prefill_flops
 from kvcourse.specs import LLAMA2_70B
 from kvcourse.traces import Trace, TraceRequest, synthetic_prefix_trace
@@ -42,8 +48,10 @@ def test_prefill_time_counts_cached_tokens_but_always_computes_one():
     )
     with pytest.raises(ValueError, match="one count per request"):
         prefill_gpu_seconds(trace, [0])
-    with pytest.raises(ValueError, match="at most 1"):
-        prefill_gpu_seconds(trace, utilization=1.5)
+    half = prefill_gpu_seconds(trace, node=PrefillNode(utilization=0.3))
+    assert math.isclose(half, 2 * prefill_gpu_seconds(trace))
+    with pytest.raises(TypeError, match="PrefillNode"):
+        prefill_gpu_seconds(trace, node=0.6)
     with pytest.raises(TypeError, match="Trace"):
         prefill_gpu_seconds([1, 2])
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import kvcourse.cluster.prefix_replay as prefix_replay
 from kvcourse.blocks import chained_block_hashes
-from kvcourse.cluster import POLICIES, ReplayResult, hit_rate_curve, replay_prefix_cache
+from kvcourse.cluster import EVICTIONS, ReplayResult, hit_rate_curve, replay_prefix_cache
 
 # ---------------------------------------------------------------------------- hand traces
 
@@ -37,7 +37,7 @@ def test_lru_hand_trace():
     assert result.hit_rate == pytest.approx(3 / 11)
     assert result.request_hit_rate == pytest.approx((0 + 1 / 2 + 0 + 1 / 2 + 1 / 2 + 0) / 6)
     assert result.requests_with_hit == 3 and result.num_requests == 6 and result.miss_blocks == 8
-    assert (result.policy, result.capacity) == ("lru", 3)
+    assert (result.eviction, result.capacity) == ("lru", 3)
 
 
 def test_lfu_hand_trace():
@@ -76,30 +76,30 @@ def test_lru_beats_lfu_when_reuse_is_recent():
     assert lfu.hits == (0, 1, 1, 0, 0, 0, 0, 0, 0) and lfu.evictions == 5
 
 
-@pytest.mark.parametrize("policy", POLICIES)
-def test_only_the_leading_run_counts(policy):
+@pytest.mark.parametrize("eviction", EVICTIONS)
+def test_only_the_leading_run_counts(eviction):
     trace = [[1, 2, 3], [9, 2, 3], [1, 8, 3], [1, 2, 3, 4]]
     # r1: 9 misses, so the cached 2 and 3 are no hits; r2: 1 hits, 8 ends the run; r3: 1 2 3 hit.
     for capacity in (None, 100):
-        assert replay_prefix_cache(trace, capacity, policy).hits == (0, 0, 1, 3)
+        assert replay_prefix_cache(trace, capacity, eviction).hits == (0, 0, 1, 3)
 
 
-@pytest.mark.parametrize("policy", POLICIES)
-def test_a_request_longer_than_the_cache_keeps_its_first_blocks(policy):
+@pytest.mark.parametrize("eviction", EVICTIONS)
+def test_a_request_longer_than_the_cache_keeps_its_first_blocks(eviction):
     trace = [[3], [1, 2, 3, 4], [1, 2, 3, 4], [3], [4]]
     # capacity 2. r0: 3 cached. r1: keeps 1 2; 3 (its own later block, cached) is evicted, 4 never
     # enters. r2: 1 2 hit, 3 misses. r3: 3 misses again (evicting 1); r4: 4 misses.
-    result = replay_prefix_cache(trace, 2, policy)
+    result = replay_prefix_cache(trace, 2, eviction)
     assert result.hits == (0, 0, 2, 0, 0)
     assert result.evictions == 1 + 1 + 1
-    assert replay_prefix_cache([[1, 2, 3, 4], [1, 2, 3, 4]], 1, policy).hits == (0, 1)
+    assert replay_prefix_cache([[1, 2, 3, 4], [1, 2, 3, 4]], 1, eviction).hits == (0, 1)
 
 
 def test_an_infinite_cache_hits_every_block_seen_before_in_a_leading_run():
     trace = [[1, 2], [1, 2, 3], [4], [1, 2, 3, 5], [4, 6], []]
     for capacity in (None, math.inf):
-        for policy in POLICIES:
-            result = replay_prefix_cache(trace, capacity, policy)
+        for eviction in EVICTIONS:
+            result = replay_prefix_cache(trace, capacity, eviction)
             assert result.hits == (0, 2, 0, 3, 1, 0) and result.evictions == 0
             assert result.capacity is None and result.total_blocks == 12
     # the empty request counts as a request but not in the request-weighted mean
@@ -124,10 +124,10 @@ def test_result_is_frozen_and_the_curve_matches_single_replays():
     trace = [[1, 2, 3], [1, 2, 4], [5, 6], [1, 2, 3], [5, 6, 7]]
     curve = hit_rate_curve(trace, [1, 2, 4, None])
     assert list(curve) == ["lru", "lfu"]
-    for policy, results in curve.items():
+    for eviction, results in curve.items():
         assert [r.capacity for r in results] == [1, 2, 4, None]
-        assert results == [replay_prefix_cache(trace, c, policy) for c in (1, 2, 4, None)]
-    assert list(hit_rate_curve(trace, (3,), policies=["lfu"])) == ["lfu"]
+        assert results == [replay_prefix_cache(trace, c, eviction) for c in (1, 2, 4, None)]
+    assert list(hit_rate_curve(trace, (3,), evictions=["lfu"])) == ["lfu"]
     with pytest.raises(dataclasses.FrozenInstanceError):
         curve["lru"][0].hit_rate = 1.0  # type: ignore[misc]
     assert isinstance(curve["lru"][0], ReplayResult)
@@ -141,7 +141,7 @@ def test_docstring_examples():
 # ---------------------------------------------------------------------------- references
 
 
-def reference_replay(trace, capacity, policy):
+def reference_replay(trace, capacity, eviction):
     """The rules done the slow, obvious way: a dict of (count, last use), victims found by a scan
     over the cache when each missing block is inserted (not all at once, as the fast one does)."""
     cache = {}  # block -> [count, last use]
@@ -161,7 +161,7 @@ def reference_replay(trace, capacity, policy):
                 continue
             if capacity is not None and len(cache) >= capacity:
                 candidates = [b for b in cache if b not in kept]
-                if policy == "lru":
+                if eviction == "lru":
                     victim = min(candidates, key=lambda b: cache[b][1])
                 else:
                     victim = min(candidates, key=lambda b: tuple(cache[b]))
@@ -210,10 +210,10 @@ def traces(draw, max_requests=30, ids=14, max_len=8):
 
 @settings(max_examples=300, deadline=None)
 @given(trace=traces(), capacity=st.one_of(st.none(), st.integers(1, 12)))
-@pytest.mark.parametrize("policy", POLICIES)
-def test_fast_replay_agrees_with_the_reference(policy, trace, capacity):
-    result = replay_prefix_cache(trace, capacity, policy)
-    assert (result.hits, result.evictions) == reference_replay(trace, capacity, policy)
+@pytest.mark.parametrize("eviction", EVICTIONS)
+def test_fast_replay_agrees_with_the_reference(eviction, trace, capacity):
+    result = replay_prefix_cache(trace, capacity, eviction)
+    assert (result.hits, result.evictions) == reference_replay(trace, capacity, eviction)
     assert result.hit_blocks == sum(result.hits) and result.total_blocks == sum(map(len, trace))
     seen, expected = set(), []  # the infinite cache: blocks seen before, in a leading run
     for blocks in trace:
@@ -222,13 +222,13 @@ def test_fast_replay_agrees_with_the_reference(policy, trace, capacity):
             run += 1
         expected.append(run)
         seen.update(blocks)
-    infinite = replay_prefix_cache(trace, None, policy).hits
+    infinite = replay_prefix_cache(trace, None, eviction).hits
     assert infinite == tuple(expected)
     assert all(h <= i for h, i in zip(result.hits, infinite, strict=True))
 
 
-@pytest.mark.parametrize("policy", POLICIES)
-def test_fast_replay_agrees_with_the_reference_on_a_longer_trace(policy):
+@pytest.mark.parametrize("eviction", EVICTIONS)
+def test_fast_replay_agrees_with_the_reference_on_a_longer_trace(eviction):
     """2,000 requests of sessions that extend earlier prompts, at capacities where many counts
     and buckets come and go (LFU) and most requests evict."""
     rng = random.Random(7)
@@ -243,8 +243,8 @@ def test_fast_replay_agrees_with_the_reference_on_a_longer_trace(policy):
         trace.append(request + list(range(next_id + 10, next_id + 10 + fresh)))
         next_id += fresh
     for capacity in (3, 17, 60, 250):
-        result = replay_prefix_cache(trace, capacity, policy)
-        assert (result.hits, result.evictions) == reference_replay(trace, capacity, policy)
+        result = replay_prefix_cache(trace, capacity, eviction)
+        assert (result.hits, result.evictions) == reference_replay(trace, capacity, eviction)
         assert result.evictions > 0 and result.hit_blocks > 0
 
 
@@ -260,7 +260,7 @@ def test_lru_is_plain_block_lru_when_requests_fit(trace, spare):
 def test_lru_hits_never_drop_as_the_capacity_grows(trace, capacities):
     """LRU is a stack algorithm, even with long requests cut to the capacity: a bigger cache holds
     all that a smaller one does, so every request hits at least as much. (Not so for LFU.)"""
-    results = hit_rate_curve(trace, sorted(capacities) + [None], policies=["lru"])["lru"]
+    results = hit_rate_curve(trace, sorted(capacities) + [None], evictions=["lru"])["lru"]
     for smaller, larger in zip(results, results[1:], strict=False):
         assert all(a <= b for a, b in zip(smaller.hits, larger.hits, strict=True))
         assert smaller.hit_rate <= larger.hit_rate
@@ -276,9 +276,9 @@ def test_lru_hits_never_drop_as_the_capacity_grows(trace, capacities):
         (lambda: replay_prefix_cache([[1]], -5), ValueError, "at least 1 block"),
         (lambda: replay_prefix_cache([[1]], 10.0), TypeError, "capacity must be an int"),
         (lambda: replay_prefix_cache([[1]], True), TypeError, "capacity must be an int"),
-        (lambda: replay_prefix_cache([[1]], 5, "fifo"), ValueError, "unknown policy 'fifo'"),
-        (lambda: replay_prefix_cache([[1]], 5, "LRU"), ValueError, "unknown policy"),
-        (lambda: replay_prefix_cache([[1]], 5, None), TypeError, "policy must be one of"),
+        (lambda: replay_prefix_cache([[1]], 5, "fifo"), ValueError, "unknown eviction 'fifo'"),
+        (lambda: replay_prefix_cache([[1]], 5, "LRU"), ValueError, "unknown eviction"),
+        (lambda: replay_prefix_cache([[1]], 5, None), TypeError, "eviction must be one of"),
         (lambda: replay_prefix_cache(5, 5), TypeError, "requests must be a list"),
         (lambda: replay_prefix_cache("abc", 5), TypeError, "requests must be a list"),
         (lambda: replay_prefix_cache([1, 2, 3], 5), TypeError, "request 0 must be a list"),
@@ -289,10 +289,10 @@ def test_lru_hits_never_drop_as_the_capacity_grows(trace, capacities):
         (lambda: hit_rate_curve([[1]], 5), TypeError, "capacities must be a list"),
         (lambda: hit_rate_curve([[1]], []), ValueError, "capacities is empty"),
         (lambda: hit_rate_curve([[1]], [5, 0]), ValueError, "at least 1 block"),
-        (lambda: hit_rate_curve([[1]], [5], "lru"), TypeError, "policies must be a list"),
-        (lambda: hit_rate_curve([[1]], [5], []), ValueError, "policies is empty"),
+        (lambda: hit_rate_curve([[1]], [5], "lru"), TypeError, "evictions must be a list"),
+        (lambda: hit_rate_curve([[1]], [5], []), ValueError, "evictions is empty"),
         (lambda: hit_rate_curve([[1]], [5], ["lru", "lru"]), ValueError, "twice"),
-        (lambda: hit_rate_curve([[1]], [5], ["lfu", "mru"]), ValueError, "unknown policy"),
+        (lambda: hit_rate_curve([[1]], [5], ["lfu", "mru"]), ValueError, "unknown eviction"),
     ],
 )
 def test_argument_errors(call, error, match):

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kvcourse.cluster import PrefillNode
 from kvcourse.cluster.storage_tiers import (
     HBM_TIER,
     LOCAL_DRAM_TIER,
@@ -65,18 +66,16 @@ def test_storage_tier_checks_its_fields():
 def test_exercise_8_numbers():
     assert kv_bytes_per_token(LLAMA2_70B) == 327_680
     # 137.43 GFLOP of linear layers / (8 × 312 TFLOP/s × 0.6) = 91.8 µs (the lecture: ≈91 µs).
-    assert recompute_seconds_per_token(LLAMA2_70B) * 1e6 == pytest.approx(91.76, abs=0.01)
+    assert recompute_seconds_per_token() * 1e6 == pytest.approx(91.76, abs=0.01)
     # With attention averaged over an 8,700-token causal prefill: ≈99.4 µs.
-    assert mean_recompute_seconds_per_token(LLAMA2_70B, 8700) * 1e6 == pytest.approx(
-        99.38, abs=0.01
-    )
+    assert mean_recompute_seconds_per_token(8700) * 1e6 == pytest.approx(99.38, abs=0.01)
     assert read_seconds_per_token(LLAMA2_70B, REMOTE_DRAM_TIER) * 1e6 == pytest.approx(3.2768)
     assert read_seconds_per_token(LLAMA2_70B, ONE_SSD_TIER) * 1e6 == pytest.approx(54.613, 1e-4)
 
 
 def test_opt_13b_when_ssd_loses_to_recompute():
     assert kv_bytes_per_token(OPT_13B) == 819_200
-    recompute = mean_recompute_seconds_per_token(OPT_13B, 8700)
+    recompute = mean_recompute_seconds_per_token(8700, PrefillNode(OPT_13B))
     assert recompute * 1e6 == pytest.approx(19.53, abs=0.01)
     assert 2.0 < recompute / read_seconds_per_token(OPT_13B, REMOTE_DRAM_TIER) < 2.5
     assert read_seconds_per_token(OPT_13B, ONE_SSD_TIER) > recompute  # 136.5 µs: 7× slower
@@ -84,18 +83,16 @@ def test_opt_13b_when_ssd_loses_to_recompute():
 
 
 def test_recompute_per_token_counts_context_and_hardware():
-    with_context = recompute_seconds_per_token(LLAMA2_70B, context_len=8700)
-    assert with_context > recompute_seconds_per_token(LLAMA2_70B)
-    faster = recompute_seconds_per_token(LLAMA2_70B, gpu=H200, num_gpus=4, utilization=0.5)
+    with_context = recompute_seconds_per_token(context_len=8700)
+    assert with_context > recompute_seconds_per_token()
+    faster = recompute_seconds_per_token(node=PrefillNode(gpu=H200, num_gpus=4, utilization=0.5))
     assert faster == pytest.approx(
-        recompute_seconds_per_token(LLAMA2_70B) * (8 * 312e12 * 0.6) / (4 * 989e12 * 0.5)
+        recompute_seconds_per_token() * (8 * 312e12 * 0.6) / (4 * 989e12 * 0.5)
     )
-    with pytest.raises(ValueError, match="at most 1"):
-        recompute_seconds_per_token(LLAMA2_70B, utilization=1.5)
-    with pytest.raises(TypeError, match="GPUSpec"):
-        recompute_seconds_per_token(LLAMA2_70B, gpu="A800")
+    with pytest.raises(TypeError, match="PrefillNode"):
+        recompute_seconds_per_token(node=LLAMA2_70B)
     with pytest.raises(ValueError, match="prompt_len must be positive"):
-        mean_recompute_seconds_per_token(LLAMA2_70B, 0)
+        mean_recompute_seconds_per_token(0)
     with pytest.raises(TypeError, match="StorageTier"):
         read_seconds_per_token(LLAMA2_70B, 100e9)
 
@@ -103,10 +100,10 @@ def test_recompute_per_token_counts_context_and_hardware():
 @settings(max_examples=30, deadline=None)
 @given(st.integers(1, 200_000))
 def test_prefill_mean_lies_between_its_first_and_last_token(n):
-    mean = mean_recompute_seconds_per_token(LLAMA2_70B, n)
+    mean = mean_recompute_seconds_per_token(n)
     assert mean * n * NODE_RATE == pytest.approx(prefill_flops(LLAMA2_70B, n))
-    first = recompute_seconds_per_token(LLAMA2_70B, context_len=1)
-    last = recompute_seconds_per_token(LLAMA2_70B, context_len=n)
+    first = recompute_seconds_per_token(context_len=1)
+    last = recompute_seconds_per_token(context_len=n)
     assert first * (1 - 1e-12) <= mean <= last * (1 + 1e-12)
 
 
@@ -126,10 +123,8 @@ def test_storage_vs_compute_table():
         mine = [r for r in rows if r.model == model]
         assert len({r.recompute_s for r in mine}) == 1
         assert [r.read_s for r in mine] == sorted(r.read_s for r in mine)
-    shorter = storage_vs_compute((LLAMA2_70B,), (ONE_SSD_TIER,), prompt_len=1)
-    assert shorter[0].recompute_s == pytest.approx(
-        recompute_seconds_per_token(LLAMA2_70B, context_len=1)
-    )
+    shorter = storage_vs_compute((PrefillNode(),), (ONE_SSD_TIER,), prompt_len=1)
+    assert shorter[0].recompute_s == pytest.approx(recompute_seconds_per_token(context_len=1))
     with pytest.raises(ValueError, match="at least one"):
         storage_vs_compute(())
     assert math.isfinite(by_key["OPT-13B", "HBM"].speedup)

@@ -1,11 +1,11 @@
-"""The §9.4 drawings: the placement policies side by side, and TTFT against load."""
+"""The §9.4 drawings: the Conductor's placements side by side, and TTFT against load."""
 
 import math
 
 import pytest
 
 from kvcourse.cluster import ConductorRun
-from kvcourse.viz import policy_comparison_figure, ttft_load_plot
+from kvcourse.viz import placement_comparison_figure, ttft_load_plot
 
 
 def run(name, hit, ttfts):
@@ -19,7 +19,7 @@ RUNS = {
 
 
 def test_comparison_writes_every_value(render):
-    fig = policy_comparison_figure(RUNS, reference_ttft_s={"random": 19.65, "other": 1.0})
+    fig = placement_comparison_figure(RUNS, reference_ttft_s={"random": 19.65, "other": 1.0})
     render(fig)
     hit, tokens, ttft = fig.axes
     assert [t.get_text() for t in hit.texts] == ["10%", "40%"]
@@ -31,7 +31,7 @@ def test_comparison_writes_every_value(render):
     assert [t.get_text() for t in hit.get_xticklabels()] == ["random", "cache-\naware"]
 
 
-def test_load_plot_has_a_line_per_policy(render):
+def test_load_plot_has_a_line_per_placement(render):
     ax = ttft_load_plot({1.0: RUNS, 2.0: RUNS}, statistic="p90")
     render(ax.figure)
     assert [line.get_label() for line in ax.lines] == ["random", "cache-aware"]
@@ -40,10 +40,10 @@ def test_load_plot_has_a_line_per_policy(render):
 
 def test_bad_input_is_named():
     with pytest.raises(ValueError, match="non-empty"):
-        policy_comparison_figure({})
+        placement_comparison_figure({})
     with pytest.raises(TypeError, match="runs\\['x'\\] must be a ConductorRun"):
-        policy_comparison_figure({"x": 3})
-    with pytest.raises(ValueError, match="no run for policy 'cache-aware'"):
+        placement_comparison_figure({"x": 3})
+    with pytest.raises(ValueError, match="no run for placement 'cache-aware'"):
         ttft_load_plot({1.0: RUNS, 2.0: {"random": RUNS["random"]}})
     with pytest.raises(ValueError, match="statistic"):
         ttft_load_plot({1.0: RUNS}, statistic="max")

@@ -8,9 +8,9 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from kvcourse.cluster.overload import OverloadConfig, poisson_requests
-from kvcourse.cluster.overload_policies import compare_rejection_policies
+from kvcourse.cluster.overload_sim import compare_rejection_rules
 from kvcourse.traces import load_mooncake_trace
-from kvcourse.viz.overload import REJECTION_POLICY_COLORS, pd_load_figure, rejection_bars
+from kvcourse.viz.overload import REJECTION_RULE_COLORS, pd_load_figure, rejection_bars
 from kvcourse.viz.style import BLUE, ORANGE
 
 
@@ -18,7 +18,7 @@ from kvcourse.viz.style import BLUE, ORANGE
 def results():
     config = OverloadConfig(warmup_s=60.0)
     requests = poisson_requests(load_mooncake_trace("conversation"), duration_s=400.0, seed=2)
-    return compare_rejection_policies(requests, config)
+    return compare_rejection_rules(requests, config)
 
 
 def test_pd_load_figure_stacks_the_baseline_and_early_rejection(results, render):
@@ -42,15 +42,15 @@ def test_pd_load_figure_stacks_the_baseline_and_early_rejection(results, render)
 
 
 def test_pd_load_figure_options_and_errors(results):
-    fig = pd_load_figure(results, policies=("baseline", "early", "predictive"), window_s=None)
+    fig = pd_load_figure(results, rules=("baseline", "early", "predictive"), window_s=None)
     assert len(fig.axes) == 3
     assert len(fig.axes[2].lines[0].get_xdata()) == len(results[2].times)
     with pytest.raises(ValueError, match="no 'late' run among the results"):
-        pd_load_figure(results, policies=("late",))
+        pd_load_figure(results, rules=("late",))
     with pytest.raises(ValueError, match="start < stop"):
         pd_load_figure(results, window_s=(300.0, 100.0))
     with pytest.raises(ValueError, match="non-empty"):
-        pd_load_figure(results, policies=())
+        pd_load_figure(results, rules=())
     with pytest.raises(ValueError, match="non-empty sequence of OverloadResult"):
         pd_load_figure([])
 
@@ -59,7 +59,7 @@ def test_rejection_bars_write_every_count(results, render):
     fig = rejection_bars(results)
     ax = fig.axes[0]
     bars = [p for p in ax.patches if isinstance(p, Rectangle)]
-    assert len(bars) == 3 * 3  # three groups, one bar per policy in each
+    assert len(bars) == 3 * 3  # three groups, one bar per rule in each
     heights = sorted(round(b.get_height()) for b in bars)
     expected = [v for r in results for v in (r.wasted_prefills, r.completed, r.rejected)]
     assert heights == sorted(expected)
@@ -75,7 +75,7 @@ def test_rejection_bars_write_every_count(results, render):
         "early rejection",
         "predictive early rejection",
     ]
-    assert bars[0].get_facecolor()[:3] == to_rgb(REJECTION_POLICY_COLORS["baseline"])
+    assert bars[0].get_facecolor()[:3] == to_rgb(REJECTION_RULE_COLORS["baseline"])
     render(fig, "png")
     with pytest.raises(TypeError, match="only OverloadResult"):
         rejection_bars([1, 2])

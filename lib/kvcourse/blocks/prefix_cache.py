@@ -13,7 +13,7 @@ and their names, in the pool's free queue, the least recently used at its head. 
    exact multiple of the block size therefore recomputes its whole last block;
 2. **takes its blocks** (:meth:`PrefixCache.allocate`): one reference on each hit (a used block is
    shared, a free cached one is revived out of the free queue) and fresh blocks for the rest, all
-   or nothing. A fresh block may evict a free cached block: under ``policy="lru"`` the head
+   or nothing. A fresh block may evict a free cached block: under ``eviction="lru"`` the head
    of the pool's free queue (the least recently freed), under ``"lfu"`` the free cached block
    used by the fewest requests since it was computed (ties: the least recently used), a free
    block holding nothing always first. A block someone holds is never evicted: only free
@@ -38,10 +38,11 @@ from kvcourse.blocks.errors import OutOfBlocksError
 from kvcourse.blocks.hashing import ROOT_HASH, chained_block_hashes
 from kvcourse.blocks.pool import BlockPool
 
-__all__ = ["EVICTION_POLICIES", "PrefixAllocation", "PrefixCache", "PrefixMatch"]
+__all__ = ["EVICTIONS", "PrefixAllocation", "PrefixCache", "PrefixMatch"]
 
-#: How :meth:`PrefixCache.allocate` chooses the free cached block to evict.
-EVICTION_POLICIES: tuple[str, ...] = ("lru", "lfu")
+#: The evictions :class:`PrefixCache` knows: how :meth:`PrefixCache.allocate` chooses the free
+#: cached block to evict.
+EVICTIONS: tuple[str, ...] = ("lru", "lfu")
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,7 @@ class PrefixAllocation:
 class PrefixCache:
     """vLLM's automatic prefix caching over ``pool`` (rules in the module docstring).
 
-    ``policy`` chooses the block :meth:`allocate` evicts (:data:`EVICTION_POLICIES`): ``"lru"``
+    ``eviction`` chooses the block :meth:`allocate` evicts (:data:`EVICTIONS`): ``"lru"``
     takes the pool's free-queue order, O(1); ``"lfu"`` scans the free blocks, O(free blocks).
     ``root`` is the chained hashes' root (:data:`~kvcourse.blocks.hashing.ROOT_HASH`); give two
     models different roots so that they never share blocks. The counters, for the hit rate:
@@ -83,12 +84,12 @@ class PrefixCache:
     that could be reused, i.e. before the last token) and ``hit_blocks`` (those that were).
     """
 
-    def __init__(self, pool: BlockPool, *, policy: str = "lru", root: bytes = ROOT_HASH) -> None:
+    def __init__(self, pool: BlockPool, *, eviction: str = "lru", root: bytes = ROOT_HASH) -> None:
         if not isinstance(pool, BlockPool):
             raise TypeError(f"PrefixCache needs a BlockPool, got {pool!r}")
-        if policy not in EVICTION_POLICIES:
-            raise ValueError(f"policy must be one of {EVICTION_POLICIES}, got {policy!r}")
-        self.policy = policy
+        if eviction not in EVICTIONS:
+            raise ValueError(f"eviction must be one of {EVICTIONS}, got {eviction!r}")
+        self.eviction = eviction
         self._uses: dict[int, int] = {}  # block -> requests that used it since it was filled
         self._last_use: dict[int, int] = {}  # block -> the query that used it last
 
@@ -166,7 +167,7 @@ class PrefixCache:
                 f"pool's {pool.num_blocks} blocks are free; free or preempt a sequence first"
             )
         self._take(found, len(tokens))
-        if self.policy == "lru":
+        if self.eviction == "lru":
             new = pool.allocate_many(fresh)
         else:
             new = [

@@ -1,10 +1,29 @@
-"""Cluster-level KV caching (§8.4, §9): what a KV cache shared by a whole serving cluster would
-hold, replayed over request traces.
+"""Cluster-level KV caching (§8.4, §8.5, §9): what a KV cache shared by a whole serving cluster
+would hold, what it saves, where its KV lives, and how Mooncake places, prefills and turns away
+requests around it. One module per job:
 
+* :mod:`kvcourse.cluster.prefill_node`: the prefill node every model below prices its prefill
+  on (model, GPUs, share of their peak; the lecture's LLaMA2-70B on 8 × A800 at 60 %);
 * :mod:`kvcourse.cluster.prefix_replay`: a global prefix cache of a given capacity replayed over a
-  trace of block-id lists under LRU or LFU, and its hit rate against capacity (Mooncake Table 1);
+  trace of block-id lists under LRU or LFU eviction, and its hit rate against capacity (Mooncake
+  Table 1);
 * :mod:`kvcourse.cluster.prefill_savings`: the prefill GPU time those hits save, and the storage
-  the cache needs (§8.5).
+  the cache needs (§8.5);
+* :mod:`kvcourse.cluster.storage_tiers`: storage for compute, reading a token's KV back from a
+  memory tier against recomputing it (Exercise 8);
+* :mod:`kvcourse.cluster.layerwise`: layer-wise prefill, the KV loads and stores of one request
+  hidden behind its compute;
+* :mod:`kvcourse.cluster.chunked_pipeline`: one long prompt prefilled on a pipeline of nodes in
+  chunks;
+* :mod:`kvcourse.cluster.conductor`: the Conductor's decision for one request, its time model and
+  its four placements;
+* :mod:`kvcourse.cluster.conductor_sim`: a prefill pool the Conductor drives over a trace, and the
+  four placements compared;
+* :mod:`kvcourse.cluster.overload`: a disaggregated cluster under overload, its requests and what a
+  run counts;
+* :mod:`kvcourse.cluster.rejection`: the three rejection rules, when an overloaded cluster turns a
+  request away;
+* :mod:`kvcourse.cluster.overload_sim`: the event simulation that runs them.
 """
 
 from __future__ import annotations
@@ -19,20 +38,20 @@ from kvcourse.cluster.conductor import (
     ClusterView,
     ConductorConfig,
     Decision,
-    Policy,
+    Placement,
     PrefillCosts,
-    RandomPolicy,
+    RandomPlacement,
     cache_aware,
     cache_aware_replicating,
     check_decision,
-    check_policy,
+    check_placement,
     estimate_ttft,
     load_balanced,
 )
 from kvcourse.cluster.conductor_sim import (
-    POLICY_NAMES,
+    PLACEMENT_NAMES,
     ConductorRun,
-    compare_conductor_policies,
+    compare_placements,
     simulate_conductor,
 )
 from kvcourse.cluster.layerwise import (
@@ -54,15 +73,12 @@ from kvcourse.cluster.overload import (
     prefill_seconds,
     trace_requests,
 )
-from kvcourse.cluster.overload_policies import (
-    REJECTION_POLICIES,
-    REJECTION_POLICY_LABELS,
-    compare_rejection_policies,
+from kvcourse.cluster.overload_sim import (
+    compare_rejection_rules,
     load_correlation,
-    predicted_decode_load,
-    rejects_at_arrival,
     simulate_overload,
 )
+from kvcourse.cluster.prefill_node import DEFAULT_NODE, PrefillNode
 from kvcourse.cluster.prefill_savings import (
     PrefillSavings,
     kv_block_bytes,
@@ -71,10 +87,17 @@ from kvcourse.cluster.prefill_savings import (
     prefill_savings,
 )
 from kvcourse.cluster.prefix_replay import (
-    POLICIES,
+    EVICTIONS,
     ReplayResult,
     hit_rate_curve,
     replay_prefix_cache,
+)
+from kvcourse.cluster.rejection import (
+    REJECTION_RULE_LABELS,
+    REJECTION_RULES,
+    check_rejection_rule,
+    predicted_decode_load,
+    rejects_at_arrival,
 )
 from kvcourse.cluster.storage_tiers import (
     HBM_TIER,
@@ -83,6 +106,7 @@ from kvcourse.cluster.storage_tiers import (
     NODE_TIERS,
     ONE_SSD_TIER,
     REMOTE_DRAM_TIER,
+    TABLE_NODES,
     StorageTier,
     TierComparison,
     get_tier,
@@ -95,6 +119,7 @@ from kvcourse.cluster.storage_tiers import (
 
 __all__ = [
     "DEFAULT_CONFIG",
+    "DEFAULT_NODE",
     "OUTCOMES",
     "OverloadConfig",
     "OverloadRequest",
@@ -102,9 +127,10 @@ __all__ = [
     "poisson_requests",
     "prefill_seconds",
     "trace_requests",
-    "REJECTION_POLICIES",
-    "REJECTION_POLICY_LABELS",
-    "compare_rejection_policies",
+    "REJECTION_RULES",
+    "REJECTION_RULE_LABELS",
+    "check_rejection_rule",
+    "compare_rejection_rules",
     "load_correlation",
     "predicted_decode_load",
     "rejects_at_arrival",
@@ -115,6 +141,7 @@ __all__ = [
     "NODE_TIERS",
     "ONE_SSD_TIER",
     "REMOTE_DRAM_TIER",
+    "TABLE_NODES",
     "StorageTier",
     "TierComparison",
     "get_tier",
@@ -138,19 +165,20 @@ __all__ = [
     "ConductorConfig",
     "ConductorRun",
     "Decision",
-    "POLICY_NAMES",
-    "Policy",
+    "PLACEMENT_NAMES",
+    "Placement",
     "PrefillCosts",
-    "RandomPolicy",
+    "RandomPlacement",
     "cache_aware",
     "cache_aware_replicating",
     "check_decision",
-    "check_policy",
-    "compare_conductor_policies",
+    "check_placement",
+    "compare_placements",
     "estimate_ttft",
     "load_balanced",
     "simulate_conductor",
-    "POLICIES",
+    "EVICTIONS",
+    "PrefillNode",
     "PrefillSavings",
     "kv_block_bytes",
     "node_hbm_bytes",

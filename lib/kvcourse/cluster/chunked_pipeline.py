@@ -20,6 +20,10 @@ A 128K-token LLaMA2-70B prompt on 4 nodes in 4,096-token chunks: 27.1 s on one n
 the pipeline (≈3.5×, the rest lost to filling and draining the pipeline with the dearest,
 last chunks). A prompt that fits in one chunk runs the stages one after the other: it gains
 nothing and loses only the boundary crossings.
+
+>>> plan = chunked_pipeline(131_072, 4, 4096)
+>>> round(plan.single_node_s, 1), round(plan.total_s, 1), round(plan.speedup, 1)
+(27.1, 7.7, 3.5)
 """
 
 from __future__ import annotations
@@ -27,8 +31,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvcourse._checks import check_positive_int, check_positive_number
-from kvcourse.sizing import prefill_flops, recompute_seconds, transfer_seconds
-from kvcourse.specs import A800_80GB, LLAMA2_70B, GPUSpec, ModelSpec
+from kvcourse.cluster.prefill_node import DEFAULT_NODE, PrefillNode
+from kvcourse.sizing import prefill_flops, transfer_seconds
 
 __all__ = [
     "PipelineSchedule",
@@ -77,7 +81,11 @@ class PipelineSchedule:
 
 def chunk_lengths(prompt_len: int, chunk_len: int) -> list[int]:
     """The lengths of the chunks a ``prompt_len``-token prompt is cut into: full ``chunk_len``
-    chunks and a shorter last one (10,000 in 4,096s: 4,096, 4,096, 1,808)."""
+    chunks and a shorter last one:
+
+    >>> chunk_lengths(10_000, 4096)
+    [4096, 4096, 1808]
+    """
     prompt_len = check_positive_int("prompt_len", prompt_len, "e.g. 131072")
     chunk_len = check_positive_int("chunk_len", chunk_len, "e.g. 4096")
     full, rest = divmod(prompt_len, chunk_len)
@@ -89,40 +97,27 @@ def chunked_pipeline(
     num_stages: int = 4,
     chunk_len: int = 4096,
     *,
-    model: ModelSpec = LLAMA2_70B,
-    gpu: GPUSpec = A800_80GB,
-    gpus_per_node: int = 8,
-    utilization: float = 0.6,
+    node: PrefillNode = DEFAULT_NODE,
     link_bandwidth: float | None = 100e9,
 ) -> PipelineSchedule:
     """Schedule the prefill of a ``prompt_len``-token prompt on a pipeline of ``num_stages``
-    prefill nodes (``gpus_per_node`` × ``gpu`` each, at 60 % of peak) in chunks of
-    ``chunk_len`` tokens, with activations crossing stages over ``link_bandwidth`` bytes/s
-    (None: free); see the module docstring for the rules. ``model.num_layers`` must divide
+    prefill nodes, each a ``node`` (by default LLaMA2-70B on 8 × A800 at 60 % of peak), in chunks
+    of ``chunk_len`` tokens, with activations crossing stages over ``link_bandwidth`` bytes/s
+    (None: free); see the module docstring for the rules. The model's ``num_layers`` must divide
     evenly among the stages (LLaMA2-70B's 80 layers: 1, 2, 4, 5, 8, … stages)."""
-    if not isinstance(model, ModelSpec):
-        raise TypeError(
-            f"model must be a ModelSpec (e.g. kvcourse.specs.LLAMA2_70B), got {model!r}"
-        )
-    if not isinstance(gpu, GPUSpec):
-        raise TypeError(f"gpu must be a GPUSpec (e.g. kvcourse.specs.A800_80GB), got {gpu!r}")
+    if not isinstance(node, PrefillNode):
+        raise TypeError(f"node must be a kvcourse.cluster.PrefillNode, got {node!r}")
+    model = node.model
     num_stages = check_positive_int("num_stages", num_stages, "e.g. 4")
     if model.num_layers % num_stages:
         raise ValueError(
             f"{model.name}'s {model.num_layers} layers do not split evenly into {num_stages} "
             f"stages; pass a num_stages that divides {model.num_layers}"
         )
-    check_positive_number("utilization", utilization, " (a fraction such as 0.6)")
-    if utilization > 1:
-        raise ValueError(f"utilization is a fraction of the peak, at most 1; got {utilization}")
     if link_bandwidth is not None:
         link_bandwidth = check_positive_number("link_bandwidth", link_bandwidth, " (bytes/s)")
     lengths = chunk_lengths(prompt_len, chunk_len)
-
-    def seconds(flops: float) -> float:
-        return recompute_seconds(
-            flops, num_gpus=gpus_per_node, peak_flops=gpu.peak_flops, utilization=utilization
-        )
+    seconds = node.seconds
 
     def hop(tokens: int) -> float:
         if link_bandwidth is None:

@@ -14,10 +14,10 @@ holds the longest one (Mooncake's Algorithm 1 considers it when that prefix is a
 stays in the instance's cache). It picks the smallest estimate and rejects the request (HTTP 429)
 when even that misses the TTFT SLO.
 
-The four policies the book compares are functions ``(view, config) → Decision`` (random draws with
-its own seeded generator):
+The four placements the book compares are functions ``(view, config) → Decision`` (random draws
+with its own seeded generator):
 
-* :class:`RandomPolicy`: any instance, uniformly;
+* :class:`RandomPlacement`: any instance, uniformly;
 * :func:`load_balanced`: the shortest queue;
 * :func:`cache_aware`: the smallest TTFT with each instance's own prefix;
 * :func:`cache_aware_replicating`: the smallest TTFT when an instance may also pull the longest
@@ -29,26 +29,25 @@ logits choose the first output token (as in §8).
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kvcourse._checks import check_count, check_positive_int, check_positive_number, is_real
+from kvcourse._checks import check_count, check_positive_int, check_positive_number, check_seconds
+from kvcourse.cluster.prefill_node import DEFAULT_NODE, PrefillNode
 from kvcourse.sizing import kv_bytes_per_token, prefill_flops
-from kvcourse.specs import A800_80GB, LLAMA2_70B, GPUSpec, ModelSpec
 
 __all__ = [
     "ClusterView",
     "ConductorConfig",
     "Decision",
-    "Policy",
+    "Placement",
     "PrefillCosts",
-    "RandomPolicy",
+    "RandomPlacement",
     "cache_aware",
     "cache_aware_replicating",
     "check_decision",
-    "check_policy",
+    "check_placement",
     "estimate_ttft",
     "load_balanced",
 ]
@@ -60,52 +59,51 @@ class PrefillCosts:
     from another node.
 
     A prefill of ``new`` tokens after ``cached`` ones costs
-    :func:`~kvcourse.sizing.prefill_flops` at ``utilization`` of ``num_gpus`` GPUs' peak; a block
-    of ``block_size`` tokens of ``model``'s KV moves over RDMA at ``rdma_bandwidth`` bytes/s.
-    Defaults: LLaMA2-70B on 8 × A800 at 60 % (Ex 8), 100 GB/s RDMA, Mooncake's 512-token blocks.
+    :func:`~kvcourse.sizing.prefill_flops` on ``node``
+    (:class:`~kvcourse.cluster.prefill_node.PrefillNode`); a block of ``block_size`` tokens of the
+    node's model's KV moves over RDMA at ``rdma_bandwidth`` bytes/s. Defaults: LLaMA2-70B on
+    8 × A800 at 60 % (Ex 8), 100 GB/s RDMA, Mooncake's 512-token blocks.
     """
 
-    model: ModelSpec = LLAMA2_70B
-    gpu: GPUSpec = A800_80GB
-    num_gpus: int = 8
-    utilization: float = 0.6
+    node: PrefillNode = DEFAULT_NODE
     rdma_bandwidth: float = 100e9
     block_size: int = 512
 
     def __post_init__(self) -> None:
-        if not isinstance(self.model, ModelSpec):
-            raise TypeError(f"model must be a kvcourse.specs.ModelSpec, got {self.model!r}")
-        if not isinstance(self.gpu, GPUSpec):
-            raise TypeError(f"gpu must be a kvcourse.specs.GPUSpec, got {self.gpu!r}")
-        check_positive_int("num_gpus", self.num_gpus)
-        check_positive_number("utilization", self.utilization, " (a fraction such as 0.6)")
-        if self.utilization > 1:
-            raise ValueError(f"utilization must be at most 1 (a fraction); got {self.utilization}")
+        if not isinstance(self.node, PrefillNode):
+            raise TypeError(
+                f"node must be a kvcourse.cluster.PrefillNode (e.g. PrefillNode(utilization=0.5)), "
+                f"got {self.node!r}"
+            )
         check_positive_number("rdma_bandwidth", self.rdma_bandwidth, " bytes/s (e.g. 100e9)")
         check_positive_int("block_size", self.block_size, "e.g. 512 (Mooncake's block size)")
 
-    @property
-    def flops_per_second(self) -> float:
-        """The node's sustained FLOP/s: ``num_gpus × peak × utilization``."""
-        return self.num_gpus * self.gpu.peak_flops * self.utilization
+    def cached_tokens(self, prompt_len: int, cached_blocks: int) -> int:
+        """Tokens of a ``prompt_len``-token prompt that ``cached_blocks`` leading blocks cover,
+        never the last one: ``min(cached_blocks × block_size, prompt_len − 1)``."""
+        prompt_len = check_positive_int("prompt_len", prompt_len)
+        return min(check_count("cached_blocks", cached_blocks) * self.block_size, prompt_len - 1)
 
-    def cached_tokens(self, input_len: int, cached_blocks: int) -> int:
-        """Tokens of an ``input_len``-token prompt that ``cached_blocks`` leading blocks cover,
-        never the last one: ``min(cached_blocks × block_size, input_len − 1)``."""
-        input_len = check_positive_int("input_len", input_len)
-        return min(check_count("cached_blocks", cached_blocks) * self.block_size, input_len - 1)
+    def prefill_s(self, prompt_len: int, cached_blocks: int = 0) -> float:
+        """Seconds to prefill a ``prompt_len``-token prompt whose first ``cached_blocks`` blocks
+        are cached (LLaMA2-70B, 8,700 tokens, none cached: ≈ 0.86 s):
 
-    def prefill_s(self, input_len: int, cached_blocks: int = 0) -> float:
-        """Seconds to prefill an ``input_len``-token prompt whose first ``cached_blocks`` blocks
-        are cached (LLaMA2-70B, 8,700 tokens, none cached: ≈ 0.86 s)."""
-        cached = self.cached_tokens(input_len, cached_blocks)
-        return prefill_flops(self.model, input_len - cached, cached) / self.flops_per_second
+        >>> round(PrefillCosts().prefill_s(8700), 2)
+        0.86
+        """
+        cached = self.cached_tokens(prompt_len, cached_blocks)
+        return self.node.seconds(prefill_flops(self.node.model, prompt_len - cached, cached))
 
     def transfer_s(self, num_blocks: int) -> float:
         """Seconds to pull ``num_blocks`` KV blocks from another node over RDMA (one 512-token
-        LLaMA2-70B block, 168 MB: ≈ 1.7 ms)."""
+        LLaMA2-70B block, 168 MB: ≈ 1.7 ms):
+
+        >>> round(PrefillCosts().transfer_s(1) * 1e3, 1)
+        1.7
+        """
         num_blocks = check_count("num_blocks", num_blocks)
-        return num_blocks * self.block_size * kv_bytes_per_token(self.model) / self.rdma_bandwidth
+        per_block = self.block_size * kv_bytes_per_token(self.node.model)
+        return num_blocks * per_block / self.rdma_bandwidth
 
 
 @dataclass(frozen=True)
@@ -137,12 +135,12 @@ class ClusterView:
     instance the seconds of work queued ahead of it and the leading blocks of this prompt it
     caches."""
 
-    input_len: int
+    prompt_len: int
     queue_s: tuple[float, ...]
     prefix_blocks: tuple[int, ...]
 
     def __post_init__(self) -> None:
-        check_positive_int("input_len", self.input_len)
+        check_positive_int("prompt_len", self.prompt_len)
         if not isinstance(self.queue_s, tuple) or not isinstance(self.prefix_blocks, tuple):
             raise TypeError("queue_s and prefix_blocks must be tuples, one entry per instance")
         if not self.queue_s or len(self.queue_s) != len(self.prefix_blocks):
@@ -151,8 +149,7 @@ class ClusterView:
                 "must give one entry per prefill instance, at least one"
             )
         for i, q in enumerate(self.queue_s):
-            if not is_real(q) or not math.isfinite(q) or q < 0:
-                raise ValueError(f"queue_s[{i}] must be finite seconds ≥ 0, got {q!r}")
+            check_seconds(f"queue_s[{i}]", q)
         for i, b in enumerate(self.prefix_blocks):
             check_count(f"prefix_blocks[{i}]", b)
 
@@ -179,8 +176,8 @@ class Decision:
         return self.instance is None
 
 
-#: A Conductor policy: the decision for one request from what the Conductor sees.
-Policy = Callable[[ClusterView, ConductorConfig], Decision]
+#: A Conductor placement: the decision for one request from what the Conductor sees.
+Placement = Callable[[ClusterView, ConductorConfig], Decision]
 
 
 def estimate_ttft(
@@ -192,12 +189,12 @@ def estimate_ttft(
     own = view.prefix_blocks[instance]
     costs = config.costs
     if pull_from is None or view.prefix_blocks[pull_from] <= own:
-        return view.queue_s[instance] + costs.prefill_s(view.input_len, own)
+        return view.queue_s[instance] + costs.prefill_s(view.prompt_len, own)
     longest = view.prefix_blocks[pull_from]
     return (
         costs.transfer_s(longest - own)
         + view.queue_s[instance]
-        + costs.prefill_s(view.input_len, longest)
+        + costs.prefill_s(view.prompt_len, longest)
     )
 
 
@@ -217,7 +214,7 @@ def _decide(
     return Decision(instance, blocks, pull_from if pulled else None, ttft)
 
 
-class RandomPolicy:
+class RandomPlacement:
     """Mooncake's baseline: each request to a uniformly random prefill instance (seeded); it is
     rejected when that instance misses the SLO."""
 
@@ -261,15 +258,15 @@ def cache_aware_replicating(view: ClusterView, config: ConductorConfig) -> Decis
     return _decide(view, config, best, source, ttft)
 
 
-def check_policy(policy: object) -> Policy:
-    """``policy`` if it is callable as ``policy(view, config)``; TypeError naming what to pass
-    otherwise."""
-    if not callable(policy):
+def check_placement(placement: object) -> Placement:
+    """``placement`` if it is callable as ``placement(view, config)``; TypeError naming what to
+    pass otherwise."""
+    if not callable(placement):
         raise TypeError(
-            f"policy must be a function (view, config) -> Decision such as "
-            f"kvcourse.cluster.cache_aware, got {policy!r}"
+            f"placement must be a function (view, config) -> Decision such as "
+            f"kvcourse.cluster.cache_aware, got {placement!r}"
         )
-    return policy  # type: ignore[return-value]
+    return placement  # type: ignore[return-value]
 
 
 def check_decision(decision: object, view: ClusterView) -> Decision:
@@ -277,7 +274,9 @@ def check_decision(decision: object, view: ClusterView) -> Decision:
     instance (or None), a prefix no longer than the instance's own or the source's, a source
     that holds it. ValueError saying what is wrong otherwise."""
     if not isinstance(decision, Decision):
-        raise TypeError(f"a policy must return a kvcourse.cluster.Decision, got {decision!r:.80}")
+        raise TypeError(
+            f"a placement must return a kvcourse.cluster.Decision, got {decision!r:.80}"
+        )
     n = view.num_instances
     if decision.instance is None:
         return decision

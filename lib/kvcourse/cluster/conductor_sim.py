@@ -1,4 +1,4 @@
-"""A prefill pool driven by a Conductor (§9.4): requests of a trace arrive, a policy places each
+"""A prefill pool driven by a Conductor (§9.4): requests of a trace arrive, a placement puts each
 on one of the prefill instances (or rejects it), and every instance serves its queue in order and
 keeps the KV blocks it computed or pulled in a local LRU cache.
 
@@ -37,28 +37,28 @@ from kvcourse._checks import check_positive_int, check_positive_number
 from kvcourse.cluster.conductor import (
     ClusterView,
     ConductorConfig,
-    Policy,
-    RandomPolicy,
+    Placement,
+    RandomPlacement,
     cache_aware,
     cache_aware_replicating,
     check_decision,
-    check_policy,
+    check_placement,
     load_balanced,
 )
 from kvcourse.traces import Trace
 
-__all__ = ["ConductorRun", "POLICY_NAMES", "compare_conductor_policies", "simulate_conductor"]
+__all__ = ["PLACEMENT_NAMES", "ConductorRun", "compare_placements", "simulate_conductor"]
 
-#: The four policies of the book's comparison, in the order the page lists them.
-POLICY_NAMES = ("random", "load-balanced", "cache-aware", "cache-aware + replication")
+#: The four placements of the book's comparison, in the order the page lists them.
+PLACEMENT_NAMES = ("random", "load-balanced", "cache-aware", "cache-aware + replication")
 
 
 @dataclass(frozen=True)
 class ConductorRun:
-    """What one policy did with one trace: requests served and rejected, blocks reused, tokens
+    """What one placement did with one trace: requests served and rejected, blocks reused, tokens
     prefilled and moved, and the TTFT of every served request in seconds (arrival order)."""
 
-    policy: str
+    placement: str
     num_requests: int
     rejected: int
     hit_blocks: int
@@ -124,7 +124,7 @@ class _Instance:
 
 def simulate_conductor(
     trace: Trace,
-    policy: Policy,
+    placement: Placement,
     *,
     config: ConductorConfig | None = None,
     num_instances: int = 8,
@@ -133,15 +133,15 @@ def simulate_conductor(
     name: str = "",
 ) -> ConductorRun:
     """Replay ``trace`` (arrivals ``speedup`` times faster) on ``num_instances`` prefill instances
-    with ``cache_blocks``-block LRU caches, each request placed by ``policy(view, config)``.
+    with ``cache_blocks``-block LRU caches, each request placed by ``placement(view, config)``.
 
-    The policy's decision is checked (a valid instance, a prefix that instance or its source
+    The placement's decision is checked (a valid instance, a prefix that instance or its source
     really holds); the TTFT is the simulator's own, from the decision's instance and prefix, not
-    the policy's estimate.
+    the placement's estimate.
     """
     if not isinstance(trace, Trace):
         raise TypeError(f"trace must be a kvcourse.traces.Trace, got {trace!r:.80}")
-    policy = check_policy(policy)
+    placement = check_placement(placement)
     config = ConductorConfig() if config is None else config
     if not isinstance(config, ConductorConfig):
         raise TypeError(f"config must be a kvcourse.cluster.ConductorConfig, got {config!r:.80}")
@@ -158,16 +158,16 @@ def simulate_conductor(
     rejected = hit_blocks = total_blocks = computed = prompt = moved = 0
     ttfts: list[float] = []
     for request in trace.requests:
-        if request.input_len == 0:
+        if request.prompt_len == 0:
             continue
         now = request.arrival_s / speedup
         blocks = request.block_ids
         view = ClusterView(
-            request.input_len,
+            request.prompt_len,
             tuple(max(0.0, inst.busy_until - now) for inst in instances),
             tuple(inst.leading_run(blocks, now) for inst in instances),
         )
-        decision = check_decision(policy(view, config), view)
+        decision = check_decision(placement(view, config), view)
         if decision.instance is None:
             rejected += 1
             continue
@@ -177,22 +177,22 @@ def simulate_conductor(
         begin = max(now, chosen.busy_until)
         if pulled:
             instances[decision.pull_from].touch(blocks[: decision.cached_blocks])
-        cached_tokens = costs.cached_tokens(request.input_len, decision.cached_blocks)
+        cached_tokens = costs.cached_tokens(request.prompt_len, decision.cached_blocks)
         transfer = costs.transfer_s(pulled)
         chosen.busy_until = (
-            begin + transfer + costs.prefill_s(request.input_len, decision.cached_blocks)
+            begin + transfer + costs.prefill_s(request.prompt_len, decision.cached_blocks)
         )
         chosen.touch(blocks, ready=chosen.busy_until)
         chosen.placed += 1
         ttfts.append(chosen.busy_until - now)
         hit_blocks += decision.cached_blocks
         total_blocks += len(blocks)
-        computed += request.input_len - cached_tokens
-        prompt += request.input_len
-        moved += min(pulled * costs.block_size, request.input_len)
+        computed += request.prompt_len - cached_tokens
+        prompt += request.prompt_len
+        moved += min(pulled * costs.block_size, request.prompt_len)
     return ConductorRun(
-        policy=name or getattr(policy, "__name__", type(policy).__name__),
-        num_requests=sum(1 for r in trace.requests if r.input_len > 0),
+        placement=name or getattr(placement, "__name__", type(placement).__name__),
+        num_requests=sum(1 for r in trace.requests if r.prompt_len > 0),
         rejected=rejected,
         hit_blocks=hit_blocks,
         total_blocks=total_blocks,
@@ -204,7 +204,7 @@ def simulate_conductor(
     )
 
 
-def compare_conductor_policies(
+def compare_placements(
     trace: Trace,
     *,
     config: ConductorConfig | None = None,
@@ -212,28 +212,28 @@ def compare_conductor_policies(
     cache_blocks: int = 3000,
     speedup: float = 1.0,
     seed: int = 0,
-    policies: Mapping[str, Policy] | None = None,
+    placements: Mapping[str, Placement] | None = None,
 ) -> dict[str, ConductorRun]:
     """The book's comparison: ``trace`` replayed under random, load-balanced, cache-aware and
-    cache-aware-with-replication placement (or the given ``policies``), the same cluster for
-    each. Returns ``{policy name: ConductorRun}`` in :data:`POLICY_NAMES` order."""
-    if policies is None:
-        policies = dict(
+    cache-aware-with-replication placement (or the given ``placements``), the same cluster for
+    each. Returns ``{placement name: ConductorRun}`` in :data:`PLACEMENT_NAMES` order."""
+    if placements is None:
+        placements = dict(
             zip(
-                POLICY_NAMES,
-                (RandomPolicy(seed), load_balanced, cache_aware, cache_aware_replicating),
+                PLACEMENT_NAMES,
+                (RandomPlacement(seed), load_balanced, cache_aware, cache_aware_replicating),
                 strict=True,
             )
         )
     return {
         label: simulate_conductor(
             trace,
-            policy,
+            placement,
             config=config,
             num_instances=num_instances,
             cache_blocks=cache_blocks,
             speedup=speedup,
             name=label,
         )
-        for label, policy in policies.items()
+        for label, placement in placements.items()
     }

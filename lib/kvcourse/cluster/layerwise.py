@@ -25,17 +25,28 @@ Two schedules:
 LLaMA2-70B, 8,700 tokens, no cache: ≈865 ms of compute (the lecture's 870 ms). Half of them
 (4,350) cached on the node's SSDs (48 GB/s): overlapped ≈449.6 ms, just over the 448.9 ms of
 compute (lecture 454 ms); serial adds the 1.43 GB read (29.7 ms) and the 1.43 GB written back
-(29.7 ms), ≈59.4 ms more.
+(29.7 ms) to the compute, ≈59.4 ms more:
+
+>>> round(layerwise_prefill(8700).busy_s("compute") * 1e3)
+865
+>>> half = layerwise_prefill(8700, 4350)
+>>> round(half.total_s * 1e3, 1), round(half.busy_s("compute") * 1e3, 1)
+(449.6, 448.9)
+>>> serial = layerwise_prefill(8700, 4350, schedule="serial")
+>>> [round(serial.busy_s(kind) * 1e3, 1) for kind in ("load", "store")]
+[29.7, 29.7]
+>>> round((serial.total_s - serial.busy_s("compute")) * 1e3, 1)
+59.4
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvcourse._checks import check_count, check_positive_int, check_positive_number
+from kvcourse._checks import check_count, check_positive_int
+from kvcourse.cluster.prefill_node import DEFAULT_NODE, PrefillNode
 from kvcourse.cluster.storage_tiers import NODE_SSD_TIER, StorageTier
-from kvcourse.sizing import kv_bytes_per_token, prefill_flops, recompute_seconds, transfer_seconds
-from kvcourse.specs import A800_80GB, LLAMA2_70B, GPUSpec, ModelSpec
+from kvcourse.sizing import kv_bytes_per_token, prefill_flops, transfer_seconds
 
 __all__ = [
     "INTERVAL_KINDS",
@@ -126,31 +137,21 @@ def layer_times(
     cached_len: int = 0,
     tier: StorageTier = NODE_SSD_TIER,
     *,
-    model: ModelSpec = LLAMA2_70B,
-    gpu: GPUSpec = A800_80GB,
-    num_gpus: int = 8,
-    utilization: float = 0.6,
+    node: PrefillNode = DEFAULT_NODE,
 ) -> LayerTimes:
     """The per-layer load, compute and store times of a request of ``prompt_len`` tokens with
-    ``cached_len`` of them in ``tier``, on ``num_gpus`` × ``gpu`` at ``utilization`` (60 %)."""
+    ``cached_len`` of them in ``tier``, on ``node`` (by default LLaMA2-70B on 8 × A800 at 60 %)."""
     prompt_len, cached_len = _check_request(prompt_len, cached_len)
     if not isinstance(tier, StorageTier):
         raise TypeError(
             f"tier must be a StorageTier (e.g. kvcourse.cluster.storage_tiers.NODE_SSD_TIER), "
             f"got {tier!r}"
         )
-    if not isinstance(gpu, GPUSpec):
-        raise TypeError(f"gpu must be a GPUSpec (e.g. kvcourse.specs.A800_80GB), got {gpu!r}")
-    check_positive_number("utilization", utilization, " (a fraction such as 0.6)")
-    if utilization > 1:
-        raise ValueError(f"utilization is a fraction of the peak, at most 1; got {utilization}")
+    if not isinstance(node, PrefillNode):
+        raise TypeError(f"node must be a kvcourse.cluster.PrefillNode, got {node!r}")
+    model = node.model
     new = prompt_len - cached_len
-    compute = recompute_seconds(
-        prefill_flops(model, new, cached_len),
-        num_gpus=num_gpus,
-        peak_flops=gpu.peak_flops,
-        utilization=utilization,
-    )
+    compute = node.seconds(prefill_flops(model, new, cached_len))
     layers = model.num_layers
     per_token = kv_bytes_per_token(model)
     bandwidth = tier.bandwidth_bytes_per_s
@@ -204,30 +205,27 @@ def layerwise_prefill(
     *,
     schedule: str = "overlapped",
     store: bool = True,
-    model: ModelSpec = LLAMA2_70B,
-    gpu: GPUSpec = A800_80GB,
-    num_gpus: int = 8,
-    utilization: float = 0.6,
+    node: PrefillNode = DEFAULT_NODE,
 ) -> LayerwiseTimeline:
     """Lay one request's prefill out in time, layer by layer: ``cached_len`` of its
-    ``prompt_len`` tokens are read from ``tier``, the rest computed on one prefill node (8 ×
-    A800-80GB at 60 % of peak) and, when ``store``, written back to ``tier``.
+    ``prompt_len`` tokens are read from ``tier``, the rest computed on ``node`` (by default
+    LLaMA2-70B on 8 × A800-80GB at 60 % of peak) and, when ``store``, written back to ``tier``.
 
     ``schedule`` is ``"serial"`` (all loads, then all computes, then all stores: no overlap) or
     ``"overlapped"`` (Mooncake's layer-wise prefill over a full-duplex link); see the module
-    docstring. Defaults: LLaMA2-70B, 8,700 tokens, no cache ≈865 ms.
+    docstring. Defaults: LLaMA2-70B, 8,700 tokens, no cache ≈865 ms:
+
+    >>> round(layerwise_prefill().total_s * 1e3)
+    865
     """
     if schedule not in SCHEDULES:
         raise ValueError(f"unknown schedule {schedule!r}; use one of {SCHEDULES}")
     if not isinstance(store, bool):
         raise TypeError(f"store must be True or False, got {store!r}")
-    times = layer_times(
-        prompt_len, cached_len, tier,
-        model=model, gpu=gpu, num_gpus=num_gpus, utilization=utilization,
-    )  # fmt: skip
+    times = layer_times(prompt_len, cached_len, tier, node=node)
     intervals = _serial(times, store) if schedule == "serial" else _overlapped(times, store)
     return LayerwiseTimeline(
-        model=model.name,
+        model=node.model.name,
         tier=tier.name,
         schedule=schedule,
         prompt_len=prompt_len,

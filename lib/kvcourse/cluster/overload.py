@@ -1,15 +1,15 @@
 """A disaggregated cluster under overload (§9.6, Mooncake §7): a prefill pool and a decode pool,
-more requests than the decode pool can serve, and what a run of it counts. The three policies
-for when to reject, and the event simulation that runs them, are in
-:mod:`kvcourse.cluster.overload_policies`.
+more requests than the decode pool can serve, and what a run of it counts. The three rules for
+when to reject are in :mod:`kvcourse.cluster.rejection`, and the event simulation that runs them
+in :mod:`kvcourse.cluster.overload_sim`.
 
 The model, with every constant a field of :class:`OverloadConfig` (defaults in brackets):
 
-* **Prefill instance**: one node of ``gpus_per_instance`` [8] × ``gpu`` [A800-80GB, 312 TFLOP/s
-  BF16] running ``model`` [LLaMA2-70B] at ``utilization`` [0.6] of peak, so a prompt of ``n``
-  tokens takes :func:`~kvcourse.sizing.prefill_flops` ``(model, n) / (8 × 312e12 × 0.6)``
-  seconds: 1.23 s for the conversation trace's mean prompt of 12,035 tokens, 1.45 s on average
-  over its prompts (the attention term grows with the square of the length). Each instance is
+* **Prefill instance**: one ``node`` [:class:`~kvcourse.cluster.prefill_node.PrefillNode`:
+  LLaMA2-70B on 8 × A800-80GB (312 TFLOP/s BF16) at 60 % of peak], so a prompt of ``n`` tokens
+  takes :func:`~kvcourse.sizing.prefill_flops` ``(model, n) / (8 × 312e12 × 0.6)`` seconds:
+  1.23 s for the conversation trace's mean prompt of 12,035 tokens, 1.45 s on average over its
+  prompts (the attention term grows with the square of the length). Each instance is
   a FIFO queue; a request goes to the instance where it would *finish* first, and is admitted
   only if that finish is within ``ttft_slo_s`` [5 s, the Conductor's SLO of §9.4] of its arrival
   (the TTFT check).
@@ -32,6 +32,23 @@ The model, with every constant a field of :class:`OverloadConfig` (defaults in b
 
 Events at one instant run in the order: decodes end, prefills end, requests arrive, the load is
 sampled. Every simulation runs until the cluster is empty, so ``arrived = rejected + completed``.
+
+The numbers above, on the conversation trace:
+
+>>> from kvcourse.traces import load_mooncake_trace
+>>> conv, cfg = load_mooncake_trace("conversation"), DEFAULT_CONFIG
+>>> round(conv.mean_prompt_len), round(prefill_seconds(12_035), 2)
+(12035, 1.23)
+>>> prefill = sum(prefill_seconds(r.prompt_len) for r in conv.requests) / conv.num_requests
+>>> round(prefill, 2), round(cfg.num_prefill / prefill, 1)  # seconds; the prefill pool's req/s
+(1.45, 5.5)
+>>> decode = cfg.decode_capacity(conv.mean_output_len)
+>>> round(conv.mean_output_len), round(decode, 2), round(2 * decode, 1)
+(343, 3.74, 7.5)
+>>> round(cfg.num_prefill / prefill / decode * cfg.max_batch)  # where the two capacities meet
+12
+>>> round(conv.mean_output_len * cfg.tbt_s, 1)  # predictive rejection's t_d
+17.1
 """
 
 from __future__ import annotations
@@ -41,9 +58,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kvcourse._checks import check_count, check_positive_int, check_positive_number, is_real
+from kvcourse._checks import check_count, check_positive_int, check_positive_number, check_seconds
+from kvcourse.cluster.prefill_node import DEFAULT_NODE, PrefillNode
 from kvcourse.sizing import prefill_flops
-from kvcourse.specs import A800_80GB, LLAMA2_70B, GPUSpec, ModelSpec
 from kvcourse.traces import Trace
 
 __all__ = [
@@ -57,8 +74,9 @@ __all__ = [
     "trace_requests",
 ]
 
-#: A request's fate: it completed, the TTFT check turned it away at arrival, the policy did
-#: (no decode room, now or predicted), or it was rejected after its prefill (a wasted prefill).
+#: A request's fate: it completed, the TTFT check turned it away at arrival, the rejection rule
+#: did (no decode room, now or predicted), or it was rejected after its prefill (a wasted
+#: prefill).
 OUTCOMES: tuple[str, ...] = ("completed", "ttft", "early", "wasted")
 
 
@@ -72,34 +90,24 @@ class OverloadConfig:
     max_batch: int = 8
     tbt_s: float = 0.05
     ttft_slo_s: float = 5.0
-    model: ModelSpec = LLAMA2_70B
-    gpu: GPUSpec = A800_80GB
-    gpus_per_instance: int = 8
-    utilization: float = 0.6
+    node: PrefillNode = DEFAULT_NODE
     sample_every_s: float = 1.0
     warmup_s: float = 300.0
     predicted_decode_s: float | None = None
 
     def __post_init__(self) -> None:
-        for name in ("num_prefill", "num_decode", "max_batch", "gpus_per_instance"):
+        for name in ("num_prefill", "num_decode", "max_batch"):
             check_positive_int(name, getattr(self, name))
         for name in ("tbt_s", "ttft_slo_s", "sample_every_s"):
             check_positive_number(name, getattr(self, name), " of seconds")
-        check_positive_number("utilization", self.utilization, " (a fraction such as 0.6)")
-        if self.utilization > 1:
-            raise ValueError(
-                f"utilization is a fraction of the peak, at most 1; got {self.utilization}"
+        if not isinstance(self.node, PrefillNode):
+            raise TypeError(
+                f"node must be a kvcourse.cluster.PrefillNode (each prefill instance), "
+                f"got {self.node!r}"
             )
-        if not is_real(self.warmup_s):
-            raise TypeError(f"warmup_s must be a number of seconds, got {self.warmup_s!r}")
-        if not (0 <= self.warmup_s < math.inf):
-            raise ValueError(
-                f"warmup_s must be a finite number of seconds >= 0, got {self.warmup_s!r}"
-            )
+        check_seconds("warmup_s", self.warmup_s)
         if self.predicted_decode_s is not None:
             check_positive_number("predicted_decode_s", self.predicted_decode_s, " of seconds")
-        if not isinstance(self.model, ModelSpec) or not isinstance(self.gpu, GPUSpec):
-            raise TypeError("model must be a kvcourse.specs.ModelSpec and gpu a GPUSpec")
 
     @property
     def decode_slots(self) -> int:
@@ -119,17 +127,17 @@ DEFAULT_CONFIG = OverloadConfig()
 
 @dataclass(frozen=True)
 class OverloadRequest:
-    """One request of an overload run: it arrives at ``arrival_s`` with an ``input_len``-token
-    prompt and will generate ``output_len`` tokens (which no policy knows in advance)."""
+    """One request of an overload run: it arrives at ``arrival_s`` with a ``prompt_len``-token
+    prompt and will generate ``output_len`` tokens (which no rejection rule knows in advance)."""
 
     arrival_s: float
-    input_len: int
+    prompt_len: int
     output_len: int
 
 
 @dataclass(frozen=True)
 class OverloadResult:
-    """What one run of a rejection ``policy`` counted. ``rejected_at_arrival`` includes the
+    """What one run of a rejection ``rule`` counted. ``rejected_at_arrival`` includes the
     ``rejected_for_ttft`` that the TTFT check turned away; ``rejected_after_prefill`` are the
     wasted prefills, ``wasted_prefill_s`` their seconds (out of ``prefill_s`` done in all).
     ``peak_decode_batch`` is the largest batch any decode instance held. ``outcomes[i]`` is
@@ -138,7 +146,7 @@ class OverloadResult:
     ``decode_load`` are the sampled loads (fractions, module docstring), ``correlation`` their
     Pearson correlation after the warm-up."""
 
-    policy: str
+    rule: str
     arrived: int
     rejected_at_arrival: int
     rejected_for_ttft: int
@@ -165,13 +173,12 @@ class OverloadResult:
         return self.rejected_after_prefill
 
 
-def prefill_seconds(input_len: int, config: OverloadConfig = DEFAULT_CONFIG) -> float:
-    """Seconds one prefill instance of ``config`` takes for an ``input_len``-token prompt:
-    ``prefill_flops(model, input_len) / (gpus_per_instance × peak × utilization)``."""
+def prefill_seconds(prompt_len: int, config: OverloadConfig = DEFAULT_CONFIG) -> float:
+    """Seconds one prefill instance of ``config`` takes for a ``prompt_len``-token prompt:
+    ``prefill_flops(model, prompt_len)`` on ``config.node``."""
     if not isinstance(config, OverloadConfig):
         raise TypeError(f"config must be an OverloadConfig, got {config!r:.80}")
-    rate = config.gpus_per_instance * config.gpu.peak_flops * config.utilization
-    return prefill_flops(config.model, input_len) / rate
+    return config.node.seconds(prefill_flops(config.node.model, prompt_len))
 
 
 def poisson_requests(
@@ -211,7 +218,7 @@ def poisson_requests(
     picks = rng.integers(trace.num_requests, size=len(arrivals))
     pool = trace.requests
     return tuple(
-        OverloadRequest(float(t), pool[i].input_len, pool[i].output_len)
+        OverloadRequest(float(t), pool[i].prompt_len, pool[i].output_len)
         for t, i in zip(arrivals.tolist(), picks.tolist(), strict=True)
     )
 
@@ -224,6 +231,6 @@ def trace_requests(trace: Trace, *, speedup: float = 1.0) -> tuple[OverloadReque
     speedup = check_positive_number("speedup", speedup, " (a factor such as 2)")
     start = trace.requests[0].arrival_s if trace.requests else 0.0
     return tuple(
-        OverloadRequest((r.arrival_s - start) / speedup, r.input_len, r.output_len)
+        OverloadRequest((r.arrival_s - start) / speedup, r.prompt_len, r.output_len)
         for r in trace.requests
     )

@@ -4,8 +4,8 @@ cache capacity, and the storage those blocks need.
 A trace's request prefills its prompt; with a prefix cache it prefills only what follows its
 prefix hit (:mod:`kvcourse.cluster.prefix_replay`), attending to the cached tokens as well. Its
 FLOPs are :func:`~kvcourse.sizing.prefill_flops` (linear layers plus causal attention over the
-whole context) and they run at ``utilization`` of the peak of ``num_gpus`` GPUs together — the
-lecture's setting: LLaMA2-70B on 8 × A800 at 60 %. A hit of ``k`` blocks saves ``k ×
+whole context) and they run on one :class:`~kvcourse.cluster.prefill_node.PrefillNode`, by
+default the lecture's setting: LLaMA2-70B on 8 × A800 at 60 %. A hit of ``k`` blocks saves ``k ×
 block_size`` prompt tokens, but never the last one: at least one token is always prefilled (its
 logits choose the first output token), so a prompt whose every block hit still computes one.
 
@@ -21,10 +21,11 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kvcourse._checks import check_positive_int, check_positive_number
+from kvcourse._checks import check_positive_int
+from kvcourse.cluster.prefill_node import DEFAULT_NODE, PrefillNode
 from kvcourse.cluster.prefix_replay import replay_prefix_cache
 from kvcourse.sizing import kv_bytes_per_token, prefill_flops
-from kvcourse.specs import A800_80GB, LLAMA2_70B, GPUSpec, ModelSpec
+from kvcourse.specs import LLAMA2_70B, ModelSpec
 from kvcourse.traces import Trace
 
 __all__ = [
@@ -37,56 +38,64 @@ __all__ = [
 
 
 def kv_block_bytes(model: ModelSpec = LLAMA2_70B, block_size: int = 512) -> int:
-    """Bytes of KV in one block of ``block_size`` tokens of ``model`` (LLaMA2-70B, 512: 168 MB)."""
+    """Bytes of KV in one block of ``block_size`` tokens of ``model``; LLaMA2-70B's 512-token block
+    is 168 MB, and 10,000 of them 1.68 TB:
+
+    >>> round(kv_block_bytes() / 1e6), round(10_000 * kv_block_bytes() / 1e12, 2)
+    (168, 1.68)
+    """
     return kv_bytes_per_token(model) * check_positive_int("block_size", block_size)
 
 
-def node_hbm_bytes(gpu: GPUSpec = A800_80GB, num_gpus: int = 8) -> int:
-    """GPU memory of a whole node: ``num_gpus × gpu.memory_bytes`` (8 × A800-80GB: 0.64 TB)."""
-    return gpu.memory_bytes * check_positive_int("num_gpus", num_gpus)
+def node_hbm_bytes(node: PrefillNode = DEFAULT_NODE) -> int:
+    """GPU memory of a whole ``node`` (:attr:`PrefillNode.memory_bytes`; 8 × A800-80GB: 0.64 TB):
+
+    >>> node_hbm_bytes() / 1e12
+    0.64
+    """
+    return _check_node(node).memory_bytes
+
+
+def _check_node(node: object) -> PrefillNode:
+    if not isinstance(node, PrefillNode):
+        raise TypeError(f"node must be a kvcourse.cluster.PrefillNode, got {node!r}")
+    return node
 
 
 def prefill_gpu_seconds(
-    trace: Trace,
-    hits: Sequence[int] | None = None,
-    *,
-    model: ModelSpec = LLAMA2_70B,
-    gpu: GPUSpec = A800_80GB,
-    num_gpus: int = 8,
-    utilization: float = 0.6,
+    trace: Trace, hits: Sequence[int] | None = None, *, node: PrefillNode = DEFAULT_NODE
 ) -> float:
-    """Seconds of prefill for every request of ``trace`` on ``num_gpus`` GPUs at ``utilization``
-    of their peak, with ``hits[i]`` blocks of request ``i``'s prefix already cached (none when
-    ``hits`` is None). Cached tokens are ``min(hits[i] × block_size, input_len − 1)``."""
+    """Seconds of prefill for every request of ``trace`` on ``node`` (by default LLaMA2-70B on
+    8 × A800 at 60 % of peak), with ``hits[i]`` blocks of request ``i``'s prefix already cached
+    (none when ``hits`` is None). Cached tokens are ``min(hits[i] × block_size, prompt_len − 1)``.
+    """
     if not isinstance(trace, Trace):
         raise TypeError(f"trace must be a kvcourse.traces.Trace, got {trace!r}")
     if hits is not None and len(hits) != trace.num_requests:
         raise ValueError(
             f"hits must give one count per request ({trace.num_requests}), got {len(hits)}"
         )
-    num_gpus = check_positive_int("num_gpus", num_gpus)
-    check_positive_number("utilization", utilization, " (a fraction such as 0.6)")
-    if utilization > 1:
-        raise ValueError(f"utilization is a fraction of the peak, at most 1; got {utilization}")
+    node = _check_node(node)
+    model = node.model
     flops = 0.0
     size = trace.block_size
     for i, request in enumerate(trace.requests):
-        if request.input_len == 0:
+        if request.prompt_len == 0:
             continue
-        cached = 0 if hits is None else min(int(hits[i]) * size, request.input_len - 1)
-        flops += prefill_flops(model, request.input_len - cached, cached)
-    return flops / (num_gpus * gpu.peak_flops * utilization)
+        cached = 0 if hits is None else min(int(hits[i]) * size, request.prompt_len - 1)
+        flops += prefill_flops(model, request.prompt_len - cached, cached)
+    return node.seconds(flops)
 
 
 @dataclass(frozen=True)
 class PrefillSavings:
-    """One point of §8.5's curve: replaying ``trace`` through a ``policy`` cache of ``capacity``
-    blocks (None: infinite) hit ``hit_rate`` of its blocks, and its prefills took
+    """One point of §8.5's curve: replaying ``trace`` through a cache of ``capacity`` blocks
+    (None: infinite) under ``eviction`` hit ``hit_rate`` of its blocks, and its prefills took
     ``seconds_with`` instead of ``seconds_without``; ``storage_bytes`` is what the cache holds
     when full."""
 
     trace: str
-    policy: str
+    eviction: str
     capacity: int | None
     hit_rate: float
     seconds_without: float
@@ -103,30 +112,27 @@ def prefill_savings(
     trace: Trace,
     capacities: Sequence[int | None] = (1_000, 10_000, None),
     *,
-    policy: str = "lru",
-    model: ModelSpec = LLAMA2_70B,
-    gpu: GPUSpec = A800_80GB,
-    num_gpus: int = 8,
-    utilization: float = 0.6,
+    eviction: str = "lru",
+    node: PrefillNode = DEFAULT_NODE,
 ) -> list[PrefillSavings]:
-    """Replay ``trace`` through a ``policy`` prefix cache at each capacity (blocks; None is
-    infinite) and convert its hits into prefill GPU time (:func:`prefill_gpu_seconds`), beside
-    the storage the cache needs (the distinct blocks it can hold, at :func:`kv_block_bytes`)."""
-    kwargs = dict(model=model, gpu=gpu, num_gpus=num_gpus, utilization=utilization)
-    without = prefill_gpu_seconds(trace, **kwargs)
-    block = kv_block_bytes(model, trace.block_size)
+    """Replay ``trace`` through a prefix cache with ``eviction`` (``"lru"`` or ``"lfu"``) at each
+    capacity (blocks; None is infinite) and convert its hits into prefill GPU time on ``node``
+    (:func:`prefill_gpu_seconds`), beside the storage the cache needs (the distinct blocks it can
+    hold, at :func:`kv_block_bytes` of the node's model)."""
+    without = prefill_gpu_seconds(trace, node=node)
+    block = kv_block_bytes(node.model, trace.block_size)
     points = []
     for capacity in capacities:
-        result = replay_prefix_cache(trace.block_id_lists(), capacity, policy)
+        result = replay_prefix_cache(trace.block_id_lists(), capacity, eviction)
         held = trace.num_distinct_blocks if result.capacity is None else result.capacity
         points.append(
             PrefillSavings(
                 trace=trace.name,
-                policy=result.policy,
+                eviction=result.eviction,
                 capacity=result.capacity,
                 hit_rate=result.hit_rate,
                 seconds_without=without,
-                seconds_with=prefill_gpu_seconds(trace, result.hits, **kwargs),
+                seconds_with=prefill_gpu_seconds(trace, result.hits, node=node),
                 storage_bytes=float(held * block) if math.isfinite(held) else math.inf,
             )
         )

@@ -14,7 +14,17 @@ The tiers are node totals, each stated as an assumption (:data:`NODE_TIERS`). Fo
 (GQA, 327,680 B/token) every tier, even one 6 GB/s SSD (54.6 µs), beats recomputing (≈99 µs per
 token over an 8,700-token prefill). OPT-13B has full multi-head KV (819,200 B/token) and fewer
 FLOPs (≈19.5 µs): RDMA is only ≈2.4× faster than recomputing and one SSD loses to it — the case
-the lecture calls "when SSD loses to recompute".
+the lecture calls "when SSD loses to recompute":
+
+>>> from kvcourse.sizing import kv_bytes_per_token
+>>> [kv_bytes_per_token(node.model) for node in TABLE_NODES]
+[327680, 819200]
+>>> row = {(r.model, r.tier): r for r in storage_vs_compute()}
+>>> ssd, rdma = row["LLaMA2-70B", "one SSD"], row["OPT-13B", "remote DRAM"]
+>>> round(ssd.read_s * 1e6, 1), round(ssd.recompute_s * 1e6)  # µs
+(54.6, 99)
+>>> round(rdma.recompute_s * 1e6, 1), round(rdma.speedup, 1), row["OPT-13B", "one SSD"].speedup < 1
+(19.5, 2.4, True)
 """
 
 from __future__ import annotations
@@ -23,14 +33,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kvcourse._checks import check_positive_int, check_positive_number
-from kvcourse.sizing import (
-    flops_per_token,
-    kv_bytes_per_token,
-    prefill_flops,
-    recompute_seconds,
-    transfer_seconds,
-)
-from kvcourse.specs import A800_80GB, LLAMA2_70B, OPT_13B, GPUSpec, ModelSpec
+from kvcourse.cluster.prefill_node import DEFAULT_NODE, PrefillNode
+from kvcourse.sizing import flops_per_token, kv_bytes_per_token, prefill_flops, transfer_seconds
+from kvcourse.specs import A800_80GB, LLAMA2_70B, OPT_13B, ModelSpec
 
 __all__ = [
     "HBM_TIER",
@@ -39,6 +44,7 @@ __all__ = [
     "NODE_TIERS",
     "ONE_SSD_TIER",
     "REMOTE_DRAM_TIER",
+    "TABLE_NODES",
     "StorageTier",
     "TierComparison",
     "get_tier",
@@ -119,66 +125,53 @@ def _check_tier(tier: object) -> StorageTier:
     return tier
 
 
-def _check_utilization(utilization: object) -> float:
-    value = check_positive_number("utilization", utilization, " (a fraction such as 0.6)")
-    if value > 1:
-        raise ValueError(f"utilization is a fraction of the peak, at most 1; got {value}")
-    return value
+def _check_node(node: object) -> PrefillNode:
+    if not isinstance(node, PrefillNode):
+        raise TypeError(
+            f"node must be a PrefillNode (e.g. kvcourse.cluster.PrefillNode(OPT_13B)), got {node!r}"
+        )
+    return node
 
 
-def recompute_seconds_per_token(
-    model: ModelSpec,
-    *,
-    context_len: int = 0,
-    gpu: GPUSpec = A800_80GB,
-    num_gpus: int = 8,
-    utilization: float = 0.6,
-) -> float:
-    """Seconds to recompute one token that attends to ``context_len`` tokens on one prefill node
-    (``num_gpus`` × ``gpu`` at ``utilization`` of peak; the lecture's 60 %).
+def recompute_seconds_per_token(context_len: int = 0, node: PrefillNode = DEFAULT_NODE) -> float:
+    """Seconds to recompute one token that attends to ``context_len`` tokens on ``node`` (by
+    default the lecture's: LLaMA2-70B on 8 × A800 at 60 %).
 
     Exercise 8: LLaMA2-70B's 137.4 GFLOP of linear layers (``context_len=0``) take 91.8 µs on
-    8 × A800 (the lecture rounds to 137 GFLOP and prints ≈91 µs).
+    8 × A800 (the lecture rounds to 137 GFLOP and prints ≈91 µs):
+
+    >>> round(flops_per_token(LLAMA2_70B) / 1e9, 1), round(recompute_seconds_per_token() * 1e6, 1)
+    (137.4, 91.8)
     """
-    if not isinstance(gpu, GPUSpec):
-        raise TypeError(f"gpu must be a GPUSpec (e.g. kvcourse.specs.A800_80GB), got {gpu!r}")
-    return recompute_seconds(
-        flops_per_token(model, context_len),
-        num_gpus=num_gpus,
-        peak_flops=gpu.peak_flops,
-        utilization=_check_utilization(utilization),
-    )
+    node = _check_node(node)
+    return node.seconds(flops_per_token(node.model, context_len))
 
 
-def mean_recompute_seconds_per_token(
-    model: ModelSpec,
-    prompt_len: int,
-    *,
-    gpu: GPUSpec = A800_80GB,
-    num_gpus: int = 8,
-    utilization: float = 0.6,
-) -> float:
-    """Mean seconds per token of a whole causal prefill of ``prompt_len`` tokens on one prefill
-    node: ``prefill_flops(model, prompt_len) / prompt_len`` at ``utilization`` (60 %) of the peak.
+def mean_recompute_seconds_per_token(prompt_len: int, node: PrefillNode = DEFAULT_NODE) -> float:
+    """Mean seconds per token of a whole causal prefill of ``prompt_len`` tokens on ``node``:
+    ``prefill_flops(model, prompt_len) / prompt_len`` at the node's rate.
 
-    Token ``i`` attends to ``i`` tokens, so this is dearer than the linear layers alone:
-    LLaMA2-70B over 8,700 tokens ≈99.4 µs per token, OPT-13B ≈19.5 µs.
+    Token ``i`` attends to ``i`` tokens, so this is dearer than the linear layers alone
+    (LLaMA2-70B and OPT-13B over 8,700 tokens, in µs):
+
+    >>> [round(mean_recompute_seconds_per_token(8700, PrefillNode(m)) * 1e6, 1)
+    ...  for m in (LLAMA2_70B, OPT_13B)]
+    [99.4, 19.5]
     """
     prompt_len = check_positive_int("prompt_len", prompt_len, "e.g. 8700")
-    if not isinstance(gpu, GPUSpec):
-        raise TypeError(f"gpu must be a GPUSpec (e.g. kvcourse.specs.A800_80GB), got {gpu!r}")
-    return recompute_seconds(
-        prefill_flops(model, prompt_len) / prompt_len,
-        num_gpus=num_gpus,
-        peak_flops=gpu.peak_flops,
-        utilization=_check_utilization(utilization),
-    )
+    node = _check_node(node)
+    return node.seconds(prefill_flops(node.model, prompt_len) / prompt_len)
 
 
 def read_seconds_per_token(model: ModelSpec, tier: StorageTier) -> float:
     """Seconds to read one token's KV of ``model`` back from ``tier`` (bytes / bandwidth).
 
-    LLaMA2-70B: 3.3 µs from remote DRAM over 100 GB/s RDMA, 54.6 µs from one 6 GB/s SSD.
+    LLaMA2-70B: 3.3 µs from remote DRAM over 100 GB/s RDMA, 54.6 µs from one 6 GB/s SSD:
+
+    >>> for tier in (REMOTE_DRAM_TIER, ONE_SSD_TIER):
+    ...     print(round(read_seconds_per_token(LLAMA2_70B, tier) * 1e6, 1))
+    3.3
+    54.6
     """
     tier = _check_tier(tier)
     return transfer_seconds(kv_bytes_per_token(model), tier.bandwidth_bytes_per_s)
@@ -205,49 +198,48 @@ class TierComparison:
         return self.read_s > self.recompute_s
 
 
+#: The nodes of the storage-for-compute table: LLaMA2-70B (GQA) and OPT-13B (full multi-head KV),
+#: each on the lecture's 8 × A800 at 60 %.
+TABLE_NODES: tuple[PrefillNode, ...] = (PrefillNode(LLAMA2_70B), PrefillNode(OPT_13B))
+
+
 def storage_vs_compute(
-    models: Sequence[ModelSpec] = (LLAMA2_70B, OPT_13B),
+    nodes: Sequence[PrefillNode] = TABLE_NODES,
     tiers: Sequence[StorageTier] = NODE_TIERS,
     *,
     prompt_len: int = 8700,
-    gpu: GPUSpec = A800_80GB,
-    num_gpus: int = 8,
-    utilization: float = 0.6,
 ) -> list[TierComparison]:
-    """The storage-for-compute table: for every model and tier, one token's read time against
-    its recompute time, the mean per token over a ``prompt_len`` prefill on one node
-    (``num_gpus`` × ``gpu`` at 60 % of peak by default). Rows go model by model, tiers in order."""
-    if not models or not tiers:
-        raise ValueError("models and tiers must each list at least one entry")
+    """The storage-for-compute table: for every node's model and every tier, one token's read
+    time against its recompute time on that node, the mean per token over a ``prompt_len``
+    prefill (:data:`TABLE_NODES` by default). Rows go node by node, tiers in order."""
+    if not nodes or not tiers:
+        raise ValueError("nodes and tiers must each list at least one entry")
     rows = []
-    for model in models:
-        recompute = mean_recompute_seconds_per_token(
-            model, prompt_len, gpu=gpu, num_gpus=num_gpus, utilization=utilization
-        )
+    for node in nodes:
+        recompute = mean_recompute_seconds_per_token(prompt_len, node)
         for tier in tiers:
             rows.append(
                 TierComparison(
-                    model.name, tier.name, read_seconds_per_token(model, tier), recompute
+                    node.model.name, tier.name, read_seconds_per_token(node.model, tier), recompute
                 )
             )
     return rows
 
 
 def tiers_losing_to_recompute(
-    models: Sequence[ModelSpec] = (LLAMA2_70B, OPT_13B),
+    nodes: Sequence[PrefillNode] = TABLE_NODES,
     tiers: Sequence[StorageTier] = NODE_TIERS,
     *,
     prompt_len: int = 8700,
-    gpu: GPUSpec = A800_80GB,
-    num_gpus: int = 8,
-    utilization: float = 0.6,
 ) -> dict[str, list[str]]:
     """Per model name, the names of the tiers from which reading KV back is slower than
-    recomputing it (:func:`storage_vs_compute`). Defaults: LLaMA2-70B none, OPT-13B one SSD."""
-    rows = storage_vs_compute(
-        models, tiers, prompt_len=prompt_len, gpu=gpu, num_gpus=num_gpus, utilization=utilization
-    )
-    losing: dict[str, list[str]] = {model.name: [] for model in models}
+    recomputing it (:func:`storage_vs_compute`). Defaults: LLaMA2-70B none, OPT-13B one SSD:
+
+    >>> tiers_losing_to_recompute()
+    {'LLaMA2-70B': [], 'OPT-13B': ['one SSD']}
+    """
+    rows = storage_vs_compute(nodes, tiers, prompt_len=prompt_len)
+    losing: dict[str, list[str]] = {node.model.name: [] for node in nodes}
     for row in rows:
         if row.loses_to_recompute:
             losing[row.model].append(row.tier)

@@ -23,8 +23,8 @@
   capacity);
 * §9, Mooncake: :mod:`kvcourse.viz.mooncake_architecture` (the architecture),
   :mod:`kvcourse.viz.mooncake_timelines` (layer-wise prefill and chunked pipeline timelines),
-  :mod:`kvcourse.viz.conductor` (placement policies compared), :mod:`kvcourse.viz.overload`
-  (rejection policies and the two pools' loads);
+  :mod:`kvcourse.viz.conductor` (the Conductor's placements compared),
+  :mod:`kvcourse.viz.overload` (rejection rules and the two pools' loads);
 * §10, other ways to make KV cheaper: :mod:`kvcourse.viz.kv_formats` (memory of a sink + window
   policy against length, and the blocks it keeps);
 * :mod:`kvcourse.viz.widgets`: JupyterLab steppers; :mod:`kvcourse.viz.tables`: computed tables
@@ -72,7 +72,7 @@ from kvcourse.viz.buddy import (
     WalkthroughArtists,
     draw_buddy_walkthrough,
 )
-from kvcourse.viz.conductor import policy_comparison_figure, ttft_load_plot
+from kvcourse.viz.conductor import placement_comparison_figure, ttft_load_plot
 from kvcourse.viz.kernel_results import (
     KernelRun,
     gpu_kernel_runs,
@@ -106,7 +106,7 @@ from kvcourse.viz.os_paging import (
     draw_translation,
     page_table_legend_handles,
 )
-from kvcourse.viz.overload import REJECTION_POLICY_COLORS, pd_load_figure, rejection_bars
+from kvcourse.viz.overload import REJECTION_RULE_COLORS, pd_load_figure, rejection_bars
 from kvcourse.viz.overview import (
     draw_system_overview,
 )
@@ -161,13 +161,13 @@ from kvcourse.viz.widgets import (
 __all__ = [
     "LANE_COLORS",
     "LANE_LABELS",
-    "REJECTION_POLICY_COLORS",
+    "REJECTION_RULE_COLORS",
     "pd_load_figure",
     "rejection_bars",
     "layerwise_gantt",
     "mooncake_architecture_figure",
     "pipeline_schedule_figure",
-    "policy_comparison_figure",
+    "placement_comparison_figure",
     "ttft_load_plot",
     "chained_hash_figure",
     "hit_rate_plot",

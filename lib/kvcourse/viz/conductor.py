@@ -1,11 +1,11 @@
-"""The drawings of §9.4 (the Conductor): the placement policies compared on one trace, and their
-TTFT as the load grows.
+"""The drawings of §9.4 (the Conductor): the placements compared on one trace, and their TTFT as
+the load grows.
 
-* :func:`policy_comparison_figure` draws :class:`~kvcourse.cluster.conductor_sim.ConductorRun`
+* :func:`placement_comparison_figure` draws :class:`~kvcourse.cluster.conductor_sim.ConductorRun`
   results side by side: hit rate, tokens prefilled, and mean and p90 TTFT (log scale), one bar
-  per policy with its value written on it, optional reference values (the paper's Fig. 5) as
+  per placement with its value written on it, optional reference values (the paper's Fig. 5) as
   hollow marks;
-* :func:`ttft_load_plot` draws mean TTFT against the trace's speed-up, one line per policy.
+* :func:`ttft_load_plot` draws mean TTFT against the trace's speed-up, one line per placement.
 """
 
 from __future__ import annotations
@@ -19,14 +19,14 @@ from matplotlib.figure import Figure
 from kvcourse.cluster.conductor_sim import ConductorRun
 from kvcourse.viz.style import BLUE, FONT_SIZE, GREEN, ORANGE, OTHERS, PURPLE, despine
 
-__all__ = ["policy_comparison_figure", "ttft_load_plot"]
+__all__ = ["placement_comparison_figure", "ttft_load_plot"]
 
 _COLORS = (OTHERS, ORANGE, BLUE, GREEN, PURPLE)
 
 
 def _check_runs(runs: object) -> dict[str, ConductorRun]:
     if not isinstance(runs, Mapping) or not runs:
-        raise ValueError("runs must be a non-empty {policy name: ConductorRun} mapping")
+        raise ValueError("runs must be a non-empty {placement name: ConductorRun} mapping")
     for name, run in runs.items():
         if not isinstance(run, ConductorRun):
             raise TypeError(f"runs[{name!r}] must be a ConductorRun, got {run!r:.60}")
@@ -44,15 +44,15 @@ def _short(name: str) -> str:
     return _SHORT.get(name, name)
 
 
-def policy_comparison_figure(
+def placement_comparison_figure(
     runs: Mapping[str, ConductorRun],
     *,
     reference_ttft_s: Mapping[str, float] | None = None,
     reference_label: str = "paper",
     title: str = "",
 ) -> Figure:
-    """Three panels, one bar per policy: block hit rate, tokens prefilled (millions), and TTFT
-    (mean bar, p90 tick; log scale). ``reference_ttft_s`` adds hollow diamonds for a policy's
+    """Three panels, one bar per placement: block hit rate, tokens prefilled (millions), and TTFT
+    (mean bar, p90 tick; log scale). ``reference_ttft_s`` adds hollow diamonds for a placement's
     quoted mean TTFT (e.g. the Mooncake paper's Fig. 5)."""
     runs = _check_runs(runs)
     names = list(runs)
@@ -107,9 +107,9 @@ def ttft_load_plot(
     statistic: str = "mean",
 ) -> Axes:
     """Mean (or ``statistic="p90"``) TTFT against the speed-up of the trace's arrivals, one line
-    per policy: ``sweep`` maps each speed-up to that run's ``{policy: ConductorRun}``."""
+    per placement: ``sweep`` maps each speed-up to that run's ``{placement: ConductorRun}``."""
     if not isinstance(sweep, Mapping) or not sweep:
-        raise ValueError("sweep must map each speed-up to a {policy name: ConductorRun} mapping")
+        raise ValueError("sweep must map each speed-up to a {placement name: ConductorRun} mapping")
     if statistic not in ("mean", "p90"):
         raise ValueError(f"statistic must be 'mean' or 'p90', got {statistic!r}")
     speedups: Sequence[float] = sorted(sweep)
@@ -121,7 +121,7 @@ def ttft_load_plot(
         for s in speedups:
             run = _check_runs(sweep[s]).get(name)
             if run is None:
-                raise ValueError(f"speed-up {s} has no run for policy {name!r}")
+                raise ValueError(f"speed-up {s} has no run for placement {name!r}")
             values.append(run.mean_ttft_s if statistic == "mean" else run.p90_ttft_s)
         color = _COLORS[i % len(_COLORS)]
         color = "0.45" if color == OTHERS else color

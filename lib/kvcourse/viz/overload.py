@@ -1,17 +1,17 @@
 """The drawings of §9.6 (overload and early rejection): the prefill and decode pools' load over
-time, and what each rejection policy wasted, completed and rejected.
+time, and what each rejection rule wasted, completed and rejected.
 
 * :func:`pd_load_figure` draws the two pools' sampled loads of
   :class:`~kvcourse.cluster.overload.OverloadResult` runs (by default the baseline's and early
-  rejection's) in stacked panels over one time axis, each panel titled with its policy and the
+  rejection's) in stacked panels over one time axis, each panel titled with its rule and the
   Pearson correlation of the two loads: near 0 when rejecting after prefill, negative (the
   pools in anti-phase) under early rejection;
 * :func:`rejection_bars` draws wasted prefills, completions and rejections side by side for
-  each policy, the counts written on the bars.
+  each rule, the counts written on the bars.
 
 Both build a ``Figure`` without pyplot. The pools keep one colour in every panel (prefill
-:data:`~kvcourse.viz.style.BLUE`, decode :data:`~kvcourse.viz.style.ORANGE`), and each policy
-one colour (:data:`REJECTION_POLICY_COLORS`).
+:data:`~kvcourse.viz.style.BLUE`, decode :data:`~kvcourse.viz.style.ORANGE`), and each rule
+one colour (:data:`REJECTION_RULE_COLORS`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from kvcourse.cluster.overload import OverloadResult
-from kvcourse.cluster.overload_policies import REJECTION_POLICY_LABELS
+from kvcourse.cluster.rejection import REJECTION_RULE_LABELS
 from kvcourse.viz.style import (
     BLUE,
     FONT_SIZE,
@@ -35,10 +35,10 @@ from kvcourse.viz.style import (
     figure_legend,
 )
 
-__all__ = ["REJECTION_POLICY_COLORS", "pd_load_figure", "rejection_bars"]
+__all__ = ["REJECTION_RULE_COLORS", "pd_load_figure", "rejection_bars"]
 
-#: The colour of each rejection policy's bars: the baseline grey, the two early policies in hues.
-REJECTION_POLICY_COLORS: dict[str, str] = {
+#: The colour of each rejection rule's bars: the baseline grey, the two early rules in hues.
+REJECTION_RULE_COLORS: dict[str, str] = {
     "baseline": "#9E9E9E",
     "early": GREEN,
     "predictive": PURPLE,
@@ -50,17 +50,17 @@ _POOL_COLORS = {"prefill": BLUE, "decode": ORANGE}
 def pd_load_figure(
     results: Sequence[OverloadResult],
     *,
-    policies: Sequence[str] = ("baseline", "early"),
+    rules: Sequence[str] = ("baseline", "early"),
     window_s: tuple[float, float] | None = (600.0, 1200.0),
     fontsize: float = FONT_SIZE,
 ) -> Figure:
-    """The prefill and decode pools' load over time, one panel per policy of ``policies`` taken
-    from ``results`` (what :func:`~kvcourse.cluster.overload_policies.compare_rejection_policies`
-    returns), stacked over a shared time axis limited to ``window_s`` (None: the whole run).
+    """The prefill and decode pools' load over time, one panel per rule of ``rules`` taken from
+    ``results`` (what :func:`~kvcourse.cluster.overload_sim.compare_rejection_rules` returns),
+    stacked over a shared time axis limited to ``window_s`` (None: the whole run).
 
-    Each panel's title gives the policy and the correlation of its two loads over the whole run
+    Each panel's title gives the rule and the correlation of its two loads over the whole run
     after the warm-up, not only over the window shown."""
-    chosen = [_pick(results, p) for p in _check_policies(policies)]
+    chosen = [_pick(results, rule) for rule in _check_rules(rules)]
     fig = Figure(figsize=(8.5, 0.6 + 2.1 * len(chosen)), layout="constrained")
     axes = fig.subplots(len(chosen), 1, sharex=True, squeeze=False)[:, 0]
     if window_s is not None:
@@ -76,7 +76,7 @@ def pd_load_figure(
             ax.plot(t[keep], np.asarray(series)[keep], color=_POOL_COLORS[pool], lw=1.2)
         corr = "undefined" if math.isnan(r.correlation) else f"{r.correlation:+.2f}"
         ax.set_title(
-            f"{REJECTION_POLICY_LABELS[r.policy]}: correlation {corr}",
+            f"{REJECTION_RULE_LABELS[r.rule]}: correlation {corr}",
             loc="left",
             fontsize=fontsize,
         )
@@ -99,7 +99,7 @@ def pd_load_figure(
 
 def rejection_bars(results: Sequence[OverloadResult], *, fontsize: float = FONT_SIZE) -> Figure:
     """Wasted prefills, completions and rejections (at arrival plus after prefill) of each run
-    in ``results`` as grouped bars, one colour per policy, each bar's count written on it."""
+    in ``results`` as grouped bars, one colour per rule, each bar's count written on it."""
     results = _check_results(results)
     groups = ("wasted prefills", "completed", "rejected")
     values = np.array([[r.wasted_prefills, r.completed, r.rejected] for r in results], float)
@@ -110,8 +110,8 @@ def rejection_bars(results: Sequence[OverloadResult], *, fontsize: float = FONT_
     top = values.max() if values.size else 1.0
     for i, r in enumerate(results):
         xs = x - 0.4 + width * (i + 0.5)
-        color = REJECTION_POLICY_COLORS.get(r.policy, "0.5")
-        ax.bar(xs, values[i], width * 0.92, color=color, label=REJECTION_POLICY_LABELS[r.policy])
+        color = REJECTION_RULE_COLORS.get(r.rule, "0.5")
+        ax.bar(xs, values[i], width * 0.92, color=color, label=REJECTION_RULE_LABELS[r.rule])
         for xi, v in zip(xs, values[i], strict=True):
             ax.text(xi, v + 0.015 * top, f"{v:,.0f}", ha="center", va="bottom",
                     fontsize=fontsize - 2)  # fmt: skip
@@ -131,23 +131,23 @@ def _check_results(results: object) -> list[OverloadResult]:
     if isinstance(results, (str, bytes)) or not isinstance(results, Sequence) or not results:
         raise ValueError(
             "results must be a non-empty sequence of OverloadResult, such as what "
-            "compare_rejection_policies() returns"
+            "compare_rejection_rules() returns"
         )
     if not all(isinstance(r, OverloadResult) for r in results):
         raise TypeError("results must contain only OverloadResult records")
     return list(results)
 
 
-def _check_policies(policies: Sequence[str]) -> list[str]:
-    if isinstance(policies, str) or not policies:
-        raise ValueError(f"policies must be a non-empty list of policy names, got {policies!r}")
-    return list(policies)
+def _check_rules(rules: Sequence[str]) -> list[str]:
+    if isinstance(rules, str) or not rules:
+        raise ValueError(f"rules must be a non-empty list of rejection rule names, got {rules!r}")
+    return list(rules)
 
 
-def _pick(results: Sequence[OverloadResult], policy: str) -> OverloadResult:
-    """The run of ``policy`` among ``results``; a clear error naming the ones there."""
+def _pick(results: Sequence[OverloadResult], rule: str) -> OverloadResult:
+    """The run of ``rule`` among ``results``; a clear error naming the ones there."""
     for r in _check_results(results):
-        if r.policy == policy:
+        if r.rule == rule:
             return r
-    there = [r.policy for r in results]
-    raise ValueError(f"no {policy!r} run among the results (they hold {there})")
+    there = [r.rule for r in results]
+    raise ValueError(f"no {rule!r} run among the results (they hold {there})")

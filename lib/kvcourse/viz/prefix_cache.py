@@ -98,28 +98,28 @@ def hit_rate_plot(
     reference: Mapping[str, Sequence[tuple[float, float]]] | None = None,
     fontsize: float = FONT_SIZE,
 ) -> Axes:
-    """Hit rate against capacity: ``curves[trace][policy]`` lists replays at growing capacities
+    """Hit rate against capacity: ``curves[trace][eviction]`` lists replays at growing capacities
     (an infinite one, capacity None, becomes the trace's dotted ceiling). ``reference`` maps a
     label to ``(capacity, hit rate)`` points drawn as black crosses (a paper's table)."""
     if ax is None:
         ax = Figure(figsize=(6.6, 4.2), layout="constrained").subplots()
     handles = []
-    for i, (trace, by_policy) in enumerate(curves.items()):
+    for i, (trace, by_eviction) in enumerate(curves.items()):
         color = _TRACE_COLORS[i % len(_TRACE_COLORS)]
-        for policy, results in by_policy.items():
+        for eviction, results in by_eviction.items():
             finite = [r for r in results if r.capacity is not None]
-            style = "-" if policy == "lru" else "--"
+            style = "-" if eviction == "lru" else "--"
             ax.plot(
                 [r.capacity for r in finite],
                 [r.hit_rate for r in finite],
                 ls=style,
-                marker="o" if policy == "lru" else "s",
+                marker="o" if eviction == "lru" else "s",
                 ms=4,
                 color=color,
-                mfc=color if policy == "lru" else "white",
+                mfc=color if eviction == "lru" else "white",
             )
             ceiling = [r.hit_rate for r in results if r.capacity is None]
-            if ceiling and policy == "lru":
+            if ceiling and eviction == "lru":
                 ax.axhline(ceiling[0], color=color, ls=":", lw=1)
         handles.append(Line2D([], [], color=color, lw=2, label=trace))
     handles += [
