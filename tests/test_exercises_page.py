@@ -20,11 +20,11 @@ from kvcourse.generation import (
     scripted_beam_search,
 )
 from kvcourse.sizing import (
+    compute_seconds,
     flops_per_token,
     kv_bytes_per_flop,
     kv_bytes_per_request,
     kv_bytes_per_token,
-    recompute_seconds,
 )
 from kvcourse.specs import A100_40GB, A800_80GB, LLAMA2_70B, OPT_13B
 from kvcourse.viz import block_size_waste
@@ -63,7 +63,7 @@ def test_ex5_paged_copies_are_cows_times_the_block_and_depend_on_parents():
 
 
 def test_ex8_b_from_the_lectures_137_gflop_is_91_us():
-    t = recompute_seconds(137e9, num_gpus=8, peak_flops=A800_80GB.peak_flops, utilization=0.6)
+    t = compute_seconds(137e9, num_gpus=8, peak_flops=A800_80GB.peak_flops, utilization=0.6)
     assert f"{1e6 * t:.0f}" == "91"
 
 

@@ -5,6 +5,7 @@ import math
 import pytest
 
 from kvcourse.sizing import (
+    compute_seconds,
     flops_per_token,
     kv_bytes_per_flop,
     kv_bytes_per_request,
@@ -13,7 +14,6 @@ from kvcourse.sizing import (
     max_concurrent_requests,
     param_count,
     prefill_flops,
-    recompute_seconds,
     transfer_seconds,
     weight_bytes,
 )
@@ -87,16 +87,16 @@ def test_flops_per_token_exercise_8_and_9():
 
 
 def test_exercise_8_recompute_is_91_us_and_99_us_with_attention():
-    t = recompute_seconds(137e9, num_gpus=8, peak_flops=312e12, utilization=0.6)
+    t = compute_seconds(137e9, num_gpus=8, peak_flops=312e12, utilization=0.6)
     assert math.isclose(t, 91.48e-6, rel_tol=1e-3)
     # The lecture's ~99 us includes attention, averaged over an 8.7K-token prefill.
     per_token = prefill_flops(LLAMA2_70B, 8709) / 8709
-    t_attn = recompute_seconds(per_token, num_gpus=8, peak_flops=312e12, utilization=0.6)
+    t_attn = compute_seconds(per_token, num_gpus=8, peak_flops=312e12, utilization=0.6)
     assert abs(t_attn / 99e-6 - 1) < 0.02
 
 
 def test_opt13b_recompute_of_1024_tokens_is_within_2_percent_of_143_77_ms():
-    t = recompute_seconds(prefill_flops(OPT_13B, 1024), peak_flops=312e12, utilization=0.6)
+    t = compute_seconds(prefill_flops(OPT_13B, 1024), peak_flops=312e12, utilization=0.6)
     assert abs(t / 143.77e-3 - 1) < 0.02
 
 
@@ -168,12 +168,12 @@ def test_unknown_dtype_lists_known_ones():
         ),
         (lambda: max_concurrent_requests(OPT_13B, A100_40GB, 0), ValueError, "positive"),
         (
-            lambda: recompute_seconds(1e9, peak_flops=312e12, utilization=1.5),
+            lambda: compute_seconds(1e9, peak_flops=312e12, utilization=1.5),
             ValueError,
-            "fraction of peak",
+            r"utilization must be a fraction in \(0, 1\]",
         ),
         (
-            lambda: recompute_seconds(1e9, peak_flops=-1, utilization=0.5),
+            lambda: compute_seconds(1e9, peak_flops=-1, utilization=0.5),
             ValueError,
             "peak_flops must be a positive, finite number",
         ),

@@ -13,7 +13,7 @@ softmax and biases are left out: they are well under 1 % of the total for these 
 
 from __future__ import annotations
 
-from kvcourse._checks import check_count, check_positive_int, check_positive_number
+from kvcourse._checks import check_count, check_fraction, check_positive_int, check_positive_number
 from kvcourse.specs import GPUSpec, ModelSpec, dtype_bytes
 
 
@@ -146,19 +146,18 @@ def prefill_flops(model: ModelSpec, num_tokens: int, cached_tokens: int = 0) -> 
     return num_tokens * linear + per_context_token * attended
 
 
-def recompute_seconds(
+def compute_seconds(
     flops: float, *, num_gpus: int = 1, peak_flops: float, utilization: float
 ) -> float:
-    """Seconds to execute ``flops`` on ``num_gpus`` GPUs running at ``utilization`` of peak.
+    """Seconds of compute: ``flops`` executed on ``num_gpus`` GPUs running at ``utilization`` of
+    their peak (what recomputing KV costs, once its FLOPs are counted).
 
     Exercise 8: 137 GFLOP on 8 A800s (312 TFLOP/s each) at 60 % of peak is ≈91 µs.
     """
     flops = check_positive_number("flops", flops)
     num_gpus = check_positive_int("num_gpus", num_gpus)
     peak_flops = check_positive_number("peak_flops", peak_flops)
-    utilization = check_positive_number("utilization", utilization)
-    if utilization > 1:
-        raise ValueError(f"utilization is a fraction of peak in (0, 1], got {utilization}")
+    utilization = check_fraction("utilization", utilization)
     return flops / (num_gpus * peak_flops * utilization)
 
 

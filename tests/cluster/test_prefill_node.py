@@ -10,7 +10,7 @@ import pytest
 
 from kvcourse._checks import check_fraction, check_seconds
 from kvcourse.cluster import PrefillNode
-from kvcourse.sizing import recompute_seconds
+from kvcourse.sizing import compute_seconds
 from kvcourse.specs import A800_80GB, H200, LLAMA2_70B, OPT_13B
 
 
@@ -26,7 +26,7 @@ def test_the_default_is_the_lectures_node():
     assert node.memory_bytes == 8 * 80 * 10**9
     # The same division, in the same order, as kvcourse.sizing's: bit for bit.
     for flops in (1.0, 137.4e9, 3.3e15):
-        same = recompute_seconds(flops, num_gpus=8, peak_flops=312e12, utilization=0.6)
+        same = compute_seconds(flops, num_gpus=8, peak_flops=312e12, utilization=0.6)
         assert node.seconds(flops) == same
     assert node.seconds(0) == 0.0
 

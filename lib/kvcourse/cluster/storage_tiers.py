@@ -68,8 +68,11 @@ class StorageTier:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise ValueError(f"a StorageTier needs a non-empty name, got {self.name!r}")
-        check_positive_number(f"StorageTier({self.name!r}): bandwidth_bytes_per_s",
-                              self.bandwidth_bytes_per_s, " (bytes per second)")  # fmt: skip
+        check_positive_number(
+            f"StorageTier({self.name!r}): bandwidth_bytes_per_s",
+            self.bandwidth_bytes_per_s,
+            " (bytes per second)",
+        )
 
 
 HBM_TIER = StorageTier(

@@ -38,8 +38,7 @@ from dataclasses import dataclass
 
 from kvcourse._checks import ceil_div, check_count, check_positive_int, check_positive_number
 from kvcourse.serving.cost import IterationCost, check_cost
-from kvcourse.sizing import kv_bytes_per_token, prefill_flops
-from kvcourse.sizing import recompute_seconds as _recompute_seconds
+from kvcourse.sizing import compute_seconds, kv_bytes_per_token, prefill_flops
 from kvcourse.specs import A100_40GB, OPT_13B, GPUSpec, ModelSpec
 
 __all__ = [
@@ -144,10 +143,10 @@ def recompute_seconds(
 ) -> float:
     """Time to recompute ``num_tokens`` tokens of KV by a prefill: its FLOPs
     (:func:`~kvcourse.sizing.prefill_flops`, causal attention included) at ``utilization`` of the
-    GPU's peak (:func:`kvcourse.sizing.recompute_seconds`). OPT-13B, 1,024 tokens, A100: 142.77 ms,
+    GPU's peak (:func:`kvcourse.sizing.compute_seconds`). OPT-13B, 1,024 tokens, A100: 142.77 ms,
     within 0.7 % of the lecture's 143.77 ms. It does not depend on the block size."""
     num_tokens = check_positive_int("num_tokens", num_tokens, "e.g. 1024")
-    return _recompute_seconds(
+    return compute_seconds(
         prefill_flops(model, num_tokens), peak_flops=gpu.peak_flops, utilization=utilization
     )
 

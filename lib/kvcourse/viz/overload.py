@@ -113,8 +113,9 @@ def rejection_bars(results: Sequence[OverloadResult], *, fontsize: float = FONT_
         color = REJECTION_RULE_COLORS.get(r.rule, "0.5")
         ax.bar(xs, values[i], width * 0.92, color=color, label=REJECTION_RULE_LABELS[r.rule])
         for xi, v in zip(xs, values[i], strict=True):
-            ax.text(xi, v + 0.015 * top, f"{v:,.0f}", ha="center", va="bottom",
-                    fontsize=fontsize - 2)  # fmt: skip
+            ax.text(
+                xi, v + 0.015 * top, f"{v:,.0f}", ha="center", va="bottom", fontsize=fontsize - 2
+            )
     ax.set_xticks(x, groups, fontsize=fontsize)
     ax.set_ylim(0, 1.12 * top if top > 0 else 1.0)
     ax.set_ylabel("requests", fontsize=fontsize)

@@ -85,8 +85,15 @@ def chained_hash_figure(
             center_text(ax, x + w / 2, y + h / 2, " ".join(map(str, part)), fontsize=fontsize - 2)
             tag = short_hash(hashes[r][b], 6) if full else "no hash"
             color = CHANGED if edge == CHANGED else "0.25"
-            center_text(ax, x + w / 2, y - 0.32, tag, fontsize=fontsize - 2.5, color=color,
-                        family="monospace")  # fmt: skip
+            center_text(
+                ax,
+                x + w / 2,
+                y - 0.32,
+                tag,
+                fontsize=fontsize - 2.5,
+                color=color,
+                family="monospace",
+            )
     finish_diagram(ax, xlim, ylim)
     return fig
 
