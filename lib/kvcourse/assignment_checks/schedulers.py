@@ -1,7 +1,8 @@
 """Helpers for the visible test cells of assignment a4 (preemption): run a student's scheduler
 and read what it did as plain values, so a test cell reads as the checks it makes.
 
-:func:`serve` runs a scheduler class over a small workload to the end and returns a
+:func:`only_hook` makes the student's scheduler run one of its own hooks and the library's
+others. :func:`serve` runs a scheduler class over a small workload to the end and returns a
 :class:`Served`: one :class:`Step` per iteration (who was admitted, preempted, left waiting,
 finished, as letters A, B, C … in arrival order) and the run's counters as plain ints and floats.
 :func:`progress` serves a workload of any size and counts what Ex 12 is about: requests finished,
@@ -18,7 +19,18 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["COUNTERS", "Progress", "Served", "Step", "letters", "name_of", "progress", "serve"]
+__all__ = [
+    "COUNTERS",
+    "HOOKS",
+    "Progress",
+    "Served",
+    "Step",
+    "letters",
+    "name_of",
+    "only_hook",
+    "progress",
+    "serve",
+]
 
 #: The scheduler's counters that :func:`serve` reads, in this order.
 COUNTERS = (
@@ -31,6 +43,19 @@ COUNTERS = (
     "swapped_out_blocks",
     "swapped_in_blocks",
 )
+
+#: The hooks a4's students write, in the order of its parts.
+HOOKS = ("choose_victim", "preempt", "recover")
+
+
+def only_hook(scheduler: type, hook: str, *, library: type) -> type:
+    """A subclass of ``scheduler`` (the student's class) that runs its own ``hook`` (one of
+    :data:`HOOKS`) and ``library``'s other hooks, so a test checks one hook at a time:
+    ``only_hook(MyScheduler, "preempt", library=VllmPaperScheduler)``."""
+    if hook not in HOOKS:
+        raise ValueError(f"hook must be one of {HOOKS}, not {hook!r}")
+    others = {name: getattr(library, name) for name in HOOKS if name != hook}
+    return type(f"Your{hook.title().replace('_', '')}", (scheduler,), others)
 
 
 def letters(lives: Iterable[object]) -> str:
