@@ -1,15 +1,21 @@
 """What the assignments' test cells call: the course's checks, so that each cell reads as the
 checks it makes.
 
-* :mod:`~kvcourse.assignment_checks.harness`: the library's reference switched off while student
+* :mod:`kvcourse.assignment_checks.harness`: the library's reference switched off while student
   code runs, fresh copies of library modules, the test's own step inside a student's loop (the one
   harness of visible and hidden cells);
-* :mod:`~kvcourse.assignment_checks.values`: plain values and failure messages (expected, got,
+* :mod:`kvcourse.assignment_checks.values`: plain values and failure messages (expected, got,
   hint);
-* :mod:`~kvcourse.assignment_checks.readers`: a student's allocator, block table or block manager
+* :mod:`kvcourse.assignment_checks.readers`: a student's allocator, block table or block manager
   as plain ints;
-* :mod:`~kvcourse.assignment_checks.schedulers`: a4's scheduler runs as letters and counters;
-* :mod:`~kvcourse.assignment_checks.conductor`: a6's Conductor decisions as plain values.
+* :mod:`kvcourse.assignment_checks.buddy`: a1's checks of a buddy allocator (an alloc, a free,
+  a refused free and the free blocks each must leave) and of Part 6's simulator run;
+* :mod:`kvcourse.assignment_checks.schedulers`: a4's scheduler runs as letters and counters, and
+  a student's scheduler with one of its hooks beside the library's others;
+* :mod:`kvcourse.assignment_checks.conductor`: a6's Conductor decisions as plain values.
+
+The per-assignment modules take the expected values from the cell that calls them, so a visible
+cell keeps the worked answers and hints in sight and leaves the repeated wrapping here.
 
 This is the top layer of the library, and the only part of it that knows about assignments. The
 instructor's grader (release, autograde, feedback, sandbox, samples) is a separate package,
