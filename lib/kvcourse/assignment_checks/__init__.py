@@ -10,6 +10,12 @@ checks it makes.
   as plain ints;
 * :mod:`kvcourse.assignment_checks.buddy`: a1's checks of a buddy allocator (an alloc, a free,
   a refused free and the free blocks each must leave) and of Part 6's simulator run;
+* :mod:`kvcourse.assignment_checks.paging`: a2's checks of a block table (its state, append,
+  slot_of), random paged K/V with the gathered-attention reference, and the tiny transformer
+  decoding on a fresh copy of the paged cache beside a contiguous one;
+* :mod:`kvcourse.assignment_checks.cow`: a3's checks of a block manager with copy-on-write (the
+  sequences it holds, shared state, refused calls), Ex 4's parallel sampling and beam search
+  with given parents, on a fresh copy of the sharing cache;
 * :mod:`kvcourse.assignment_checks.schedulers`: a4's scheduler runs as letters and counters, and
   a student's scheduler with one of its hooks beside the library's others;
 * :mod:`kvcourse.assignment_checks.conductor`: a6's Conductor decisions as plain values.
