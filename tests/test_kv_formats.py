@@ -139,16 +139,16 @@ def test_sink_window_by_hand():
 
 
 lengths = st.integers(min_value=0, max_value=5_000)
-policies = st.tuples(
+rules = st.tuples(
     st.integers(min_value=0, max_value=40),  # sinks
     st.integers(min_value=1, max_value=600),  # window
     st.sampled_from([1, 4, 16, 32]),  # block size
 )
 
 
-@given(lengths, policies)
-def test_window_invariants(n, policy):
-    sinks, window, size = policy
+@given(lengths, rules)
+def test_window_invariants(n, rule):
+    sinks, window, size = rule
     kept = sink_window_tokens(n, sinks, window)
     blocks = sink_window_blocks(n, sinks, window, size)
     assert kept <= n and kept <= sinks + window
@@ -166,9 +166,9 @@ def test_window_invariants(n, policy):
         assert window <= n - window_ids[0] * size <= window + size - 1
 
 
-@given(lengths, policies)
-def test_window_memory_is_monotone_in_length(n, policy):
-    sinks, window, size = policy
+@given(lengths, rules)
+def test_window_memory_is_monotone_in_length(n, rule):
+    sinks, window, size = rule
     assert sink_window_tokens(n + 1, sinks, window) >= sink_window_tokens(n, sinks, window)
     assert sink_window_tokens(n + 1, sinks, window) <= n + 1
 
@@ -177,7 +177,7 @@ def test_window_memory_is_monotone_in_length(n, policy):
         return set(range(math.ceil(length / size))) - held
 
     # The held count dips when a block leaves the window, but a freed block never comes back,
-    # and the full cache never holds fewer blocks than the policy.
+    # and the full cache never holds fewer blocks than the rule.
     assert freed(n) <= freed(n + 1)
     full = math.ceil((n + 1) / size)
     assert sink_window_blocks(n + 1, sinks, window, size) <= full

@@ -9,7 +9,7 @@ The ones here shrink the KV itself and may change the model's output:
 * a :class:`KVFormat` says how many bits one cached element takes, counting the scale (and zero
   point) that group-wise quantization stores once per ``group_size`` elements;
 * :func:`sink_window_tokens` and :func:`sink_window_blocks` count what a StreamingLLM-style
-  policy keeps (a few attention-sink tokens and a recent window), token by token and in whole
+  rule keeps (a few attention-sink tokens and a recent window), token by token and in whole
   paged blocks, which are freed only when every token in them has left the window.
 
 Bytes per token are ``layers × elements per layer × effective bits / 8``: with the model's own
@@ -258,7 +258,7 @@ def _check_window(num_tokens: int, sinks: int, window: int) -> tuple[int, int, i
 
 
 def sink_window_tokens(num_tokens: int, sinks: int = 4, window: int = 1024) -> int:
-    """Tokens whose KV a StreamingLLM-style policy keeps after ``num_tokens``: the first
+    """Tokens whose KV a StreamingLLM-style rule keeps after ``num_tokens``: the first
     ``sinks`` (attention sinks) and the last ``window``, all of them while there are no more
     than ``sinks + window`` (a full cache keeps ``num_tokens``)."""
     num_tokens, sinks, window = _check_window(num_tokens, sinks, window)
@@ -279,7 +279,7 @@ def _kept_ranges(num_tokens: int, sinks: int, window: int, block_size: int) -> l
 def sink_window_blocks(
     num_tokens: int, sinks: int = 4, window: int = 1024, block_size: int = 16
 ) -> int:
-    """Paged blocks of ``block_size`` tokens the sink-and-window policy holds after
+    """Paged blocks of ``block_size`` tokens the sink-and-window rule holds after
     ``num_tokens``: a block is freed, whole, only once none of its tokens is a sink or in the
     window, so the sinks take whole blocks and the window holds between ``window`` and
     ``window + block_size − 1`` tokens' worth (4 sinks, 1,024, 16: 65 or 66 blocks when full)."""
@@ -290,5 +290,5 @@ def sink_window_kept_blocks(
     num_tokens: int, sinks: int = 4, window: int = 1024, block_size: int = 16
 ) -> tuple[int, ...]:
     """The logical block numbers (0 = the first block of the sequence) that the sink-and-window
-    policy still holds after ``num_tokens``; the ones missing between them have been freed."""
+    rule still holds after ``num_tokens``; the ones missing between them have been freed."""
     return tuple(b for r in _kept_ranges(num_tokens, sinks, window, block_size) for b in r)

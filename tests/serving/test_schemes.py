@@ -94,7 +94,7 @@ def test_names_labels_and_the_default_three():
         check_scheme("paged")
 
 
-def test_each_policy_starts_a_fresh_empty_memory_per_run():
+def test_each_scheme_starts_a_fresh_empty_memory_per_run():
     requests = small_requests(n=20)
     for scheme in default_schemes(max_len=SMALL_MAX):
         first = scheme.start_memory(SMALL_SLOTS, requests)
@@ -144,7 +144,7 @@ def small_results():
     )
 
 
-def test_each_policy_fills_the_kinds_it_should(small_results):
+def test_each_scheme_fills_the_kinds_it_should(small_results):
     max_r, oracle, paged = small_results["Max"], small_results["Oracle"], small_results["Paged"]
     t = max_r.timeline
     assert (t.stored + t.reserved + t.internal == t.running * SMALL_MAX).all()
@@ -166,7 +166,7 @@ def test_only_paged_preempts(small_results):
 # ---------------------------------------------------------------------------- a student's allocator
 
 
-def test_a_student_allocator_plugs_into_the_oracle_policy():
+def test_a_student_allocator_plugs_into_the_oracle_scheme():
     requests = small_requests()
     mine = simulate(requests, OracleScheme(FirstFit), num_slots=SMALL_SLOTS)
     buddy = simulate(requests, OracleScheme(), num_slots=SMALL_SLOTS)

@@ -35,13 +35,13 @@ def small_requests(seed: int = 0, n: int = 400, rate: float = 40.0) -> list[Requ
     return generate_requests(n, SMALL, rate=rate, seed=seed)
 
 
-def small_policies():
+def small_schemes():
     return default_schemes(max_len=SMALL_MAX)
 
 
 @pytest.fixture(scope="module")
 def small_results() -> dict[str, AccountingResult]:
-    return compare_schemes(small_requests(), small_policies(), num_slots=SMALL_SLOTS)
+    return compare_schemes(small_requests(), small_schemes(), num_slots=SMALL_SLOTS)
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +81,7 @@ def test_the_five_kinds_add_up_every_iteration(small_results):
         assert list(r.summary()) == columns
 
 
-def test_policies_rank_paged_over_oracle_over_max(small_results):
+def test_schemes_rank_paged_over_oracle_over_max(small_results):
     print(table(small_results, "small config, 40 req/s, 1500 slots"))
     max_r, oracle, paged = small_results["Max"], small_results["Oracle"], small_results["Paged"]
     assert paged.shares.stored > oracle.shares.stored > max_r.shares.stored
@@ -118,9 +118,9 @@ def test_with_no_warmup_and_a_late_horizon_every_request_completes():
 
 
 def test_runs_are_deterministic_per_seed():
-    first = compare_schemes(small_requests(1), small_policies(), num_slots=SMALL_SLOTS)
-    again = compare_schemes(small_requests(1), small_policies(), num_slots=SMALL_SLOTS)
-    other = compare_schemes(small_requests(2), small_policies(), num_slots=SMALL_SLOTS)
+    first = compare_schemes(small_requests(1), small_schemes(), num_slots=SMALL_SLOTS)
+    again = compare_schemes(small_requests(1), small_schemes(), num_slots=SMALL_SLOTS)
+    other = compare_schemes(small_requests(2), small_schemes(), num_slots=SMALL_SLOTS)
     for name in first:
         assert first[name] == again[name]  # every field but the timeline
         for kind in (*KINDS, "time_s", "running", "waiting"):
@@ -172,7 +172,7 @@ def test_alpaca_is_rate_bound_except_for_max():
     assert all(r.throughput_rps == pytest.approx(3.0, rel=0.15) for r in slow.values())
 
 
-def test_a100_accounting_takes_a_distribution_and_policies():
+def test_a100_accounting_takes_a_distribution_and_schemes():
     results = a100_accounting(SMALL, rate=40.0, num_requests=200, schemes=[PagedScheme(32)])
     assert list(results) == ["Paged"] and results["Paged"].label == "Paged (block 32)"
     assert results["Paged"].num_slots == A100_SLOTS

@@ -52,7 +52,7 @@ def small_sweep(**options) -> RateSweep:
     )  # fmt: skip
 
 
-def test_a_sweep_gives_one_result_per_policy_and_rate_and_is_deterministic(capsys):
+def test_a_sweep_gives_one_result_per_scheme_and_rate_and_is_deterministic(capsys):
     sweep = small_sweep(progress=False)
     assert capsys.readouterr().err == ""  # progress=False: no bar
     assert sweep.rates == (1.0, 2.0, 4.0, 8.0, 16.0) and sweep.workload == "small"

@@ -119,7 +119,7 @@ def test_latency_plot_takes_sweeps_and_legend_places(sweep, render):
         assert "90th-percentile" in ax.get_ylabel()
 
 
-def test_batch_plot_one_curve_per_policy(sweep, new_axes, render):
+def test_batch_plot_one_curve_per_scheme(sweep, new_axes, render):
     fig, ax = new_axes()
     batch_rate_plot(latency_curves(sweep), ax=ax, legend=True)
     render(fig)

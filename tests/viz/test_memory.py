@@ -34,7 +34,7 @@ def texts(ax):
     return [t.get_text() for t in ax.texts]
 
 
-def test_breakdown_bars_one_bar_per_policy_five_segments(results, new_axes, render):
+def test_breakdown_bars_one_bar_per_scheme_five_segments(results, new_axes, render):
     fig, ax = new_axes((8.0, 4.0))
     memory_breakdown_bars(
         results, ax=ax, reference={"Max": 0.2, "Paged": 0.9}, reference_label="lecture"
@@ -95,7 +95,7 @@ def test_timeline_stacks_the_five_kinds(results, render):
         memory_timeline_plot("Oracle")
 
 
-def test_rate_sweep_draws_a_line_per_policy_and_the_diagonal(render):
+def test_rate_sweep_draws_a_line_per_scheme_and_the_diagonal(render):
     sweep = {rate: small_results(rate, n=200) for rate in (5.0, 40.0)}
     left, right = rate_sweep_plot(sweep, mark=(40.0,), title="small")
     assert len(left.get_lines()) == 3 + 1  # three schemes, one marked rate

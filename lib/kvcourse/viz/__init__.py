@@ -26,7 +26,7 @@
   :mod:`kvcourse.viz.conductor` (the Conductor's placements compared),
   :mod:`kvcourse.viz.overload` (rejection rules and the two pools' loads);
 * §10, other ways to make KV cheaper: :mod:`kvcourse.viz.kv_formats` (memory of a sink + window
-  policy against length, and the blocks it keeps);
+  rule against length, and the blocks it keeps);
 * :mod:`kvcourse.viz.widgets`: JupyterLab steppers; :mod:`kvcourse.viz.tables`: computed tables
   for the pages.
 

@@ -1,8 +1,8 @@
-"""The drawings of §10 (making KV smaller): what a sink-and-window policy keeps, in memory and in
+"""The drawings of §10 (making KV smaller): what a sink-and-window rule keeps, in memory and in
 blocks.
 
 * :func:`window_memory_plot` draws one request's KV memory against its length: the full cache
-  grows in a straight line while a StreamingLLM-style policy (:mod:`kvcourse.kv_formats`) levels
+  grows in a straight line while a StreamingLLM-style rule (:mod:`kvcourse.kv_formats`) levels
   off at its sinks plus window; a second panel zooms in on one window's edge, where paged blocks
   make the held memory a saw-tooth between ``W`` and ``W + B − 1`` tokens' worth;
 * :func:`window_blocks_figure` draws a sequence as rows of paged blocks at successive lengths:
