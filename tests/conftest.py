@@ -37,6 +37,7 @@ def built_book(tmp_path_factory) -> Path:
     shutil.rmtree(out, ignore_errors=True)
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the marks into node ids
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (``make test`` runs two workers), tests that share an expensive
     session fixture run on one worker, so it is built once: the book (``built_book``), one
