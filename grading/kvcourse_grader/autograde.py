@@ -14,7 +14,9 @@ finish, and a summary ends the run. Each student kernel runs in the bubblewrap s
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 import time
 
 from kvcourse_grader import fanout, runner
@@ -124,8 +126,19 @@ def _progress(outcomes, total: int, show: bool | None):
             yield outcome
 
 
+def _stop_on_sigterm() -> None:
+    """Make SIGTERM (a job scheduler's stop, ``kill``) stop a run the way Ctrl-C does."""
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, interrupt)
+
+
 def cmd_autograde(course: Course, args: argparse.Namespace) -> int:
-    """Grade every (or every named) submission and print one line per student."""
+    """Grade every (or every named) submission and print one line per student; Ctrl-C or
+    SIGTERM stops the running graders and their kernels and reports what was graded."""
     nb_args = [*sandbox_flags(course, args.unsandboxed), *course.db_flags]
     if args.cell_timeout:
         nb_args.append(f"--Execute.timeout={args.cell_timeout}")
@@ -141,6 +154,7 @@ def cmd_autograde(course: Course, args: argparse.Namespace) -> int:
         return EXIT_OK
     _register_students(course, jobs)
     runner.resume_runs()
+    _stop_on_sigterm()
     print(
         f"limits per student: {args.timeout:g} s, memory {runner.format_size(args.memory_limit)}"
         f"{'' if sys.platform.startswith('linux') else ' (not enforced: Linux only)'}; "

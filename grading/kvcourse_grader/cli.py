@@ -114,17 +114,55 @@ def cmd_collect(course: Course, args: argparse.Namespace) -> int:
 
 
 # -------------------------------------------------------------------------------------- feedback
+def _shows_hidden_lines(page: str, hidden, course: Course, student: str, assignment: str) -> bool:
+    """Whether a feedback page shows a line of a hidden test that the student did not write."""
+    import nbformat
+
+    text = " ".join(_page_text(page).split())
+    own: set[str] = set()
+    for path in (course.submitted / student / assignment).glob("*.ipynb"):
+        try:
+            cells = nbformat.read(path, as_version=4).cells
+        except Exception:  # an unreadable submission has no lines of its own
+            continue
+        own |= {" ".join(line.split()) for cell in cells for line in cell.source.split("\n")}
+    return any(line in text for line in hidden.lines - own)
+
+
+def _page_text(page: str) -> str:
+    """The text of an HTML page, tags and styles dropped, entities undone."""
+    import html as html_module
+    import re
+
+    page = re.sub(r"<(style|script)\b.*?</\1>", " ", page, flags=re.S | re.I)
+    return html_module.unescape(re.sub(r"<[^>]+>", "", page))
+
+
 def cmd_feedback(course: Course, args: argparse.Namespace) -> int:
+    """HTML feedback for every graded student of each (or each named) assignment; an assignment
+    nobody was graded on is skipped with one line. A page that still shows a hidden test's text
+    is deleted (fail closed) and the command fails."""
+    import nbformat
+
+    from kvcourse_grader.leaks import hidden_text
+
     status = EXIT_OK
     for assignment in course.assignments(args.assignments):
+        if not any(course.autograded.glob(f"*/{assignment}/*.ipynb")):
+            print(f"{assignment}: nobody graded yet, no feedback (run `kvcourse-grade autograde`)")
+            continue
         result = _nbgrader(
             course, ["generate_feedback", assignment, "--force"], f"feedback-{assignment}"
         )
         if not result.ok:
             status = EXIT_FAILED
+        hidden = hidden_text(nbformat.read(course.source_notebook(assignment), as_version=4))
         for html in sorted(course.feedback.glob(f"*/{assignment}/*.html")):
             student = html.parent.parent.name
-            if "HIDDEN TESTS" in html.read_text(errors="replace"):
+            text = html.read_text(errors="replace")
+            if "HIDDEN TESTS" in text or _shows_hidden_lines(
+                text, hidden, course, student, assignment
+            ):
                 html.unlink()  # fail closed: never leave a file that shows hidden tests
                 print(f"{student:<16} {assignment:<20}  REMOVED {course.rel(html)} (hidden tests)")
                 status = EXIT_FAILED

@@ -11,6 +11,7 @@ stops the run.
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 from dataclasses import dataclass
@@ -58,6 +59,7 @@ class JobOutcome:
 def grade_job(job: GradingJob) -> JobOutcome:
     """Grade one submission with nbgrader in its own process and read its score back from the
     gradebook; every failure (including an exception here) becomes an ungraded outcome."""
+    from kvcourse_grader.leaks import removal_flags
     from kvcourse_grader.review import review_notebook
 
     started = time.monotonic()
@@ -95,6 +97,7 @@ def grade_job(job: GradingJob) -> JobOutcome:
             return outcome(why=f"{why} (log: {course.rel(log)})")
         submitted = course.submitted / student / assignment / f"{assignment}.ipynb"
         flags = review_notebook(submitted, set(job.protected)) if submitted.is_file() else []
+        flags += removal_flags(json.loads(autograded.read_text()))
         return outcome(score=score, notes=run_notes(autograded), flags=flags)
     except Exception as err:  # keep going: one student never stops the run
         return outcome(why=f"{type(err).__name__}: {err} (log: {course.rel(log)})")

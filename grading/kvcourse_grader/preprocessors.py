@@ -16,12 +16,17 @@ behaviour as ``kvcourse-grade``.
   marks the rest as not run, so they score zero and the earlier ones keep their points. It also
   caps the output a cell keeps while it runs, so a cell that prints without end cannot fill the
   grader's memory (nbgrader's ``LimitOutput`` trims lines only after the run), runs each test
-  cell with the hidden tests' private harness (:mod:`kvcourse_grader.hidden_harness`), and does
-  not run the cells after the last test cell, which score nothing (the "plug it in" cell).
+  cell with the hidden tests' private harness (:mod:`kvcourse_grader.hidden_harness`), does
+  not run the cells after the last test cell, which score nothing (the "plug it in" cell), and
+  keeps the hidden tests' text from the student (:mod:`kvcourse_grader.leaks`): hidden cells run
+  unrecorded, with the student's IPython hooks taken off, and any later output that quotes them
+  is removed.
 """
 
 from __future__ import annotations
 
+import ast
+import json
 import time
 from queue import Empty
 from typing import Any
@@ -34,6 +39,7 @@ from nbgrader import utils
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Bool, Float, Integer, Unicode
 
+from kvcourse_grader import leaks
 from kvcourse_grader.hidden_harness import with_private_harness
 
 #: ``ename`` of the error output RobustExecute gives to cells it could not run.
@@ -85,13 +91,19 @@ class RedactHiddenTests(NbGraderPreprocessor):
                 kept.append(line)
         return "\n".join(kept).rstrip("\n"), found
 
-    def _note(self, outputs: list[Any]) -> str:
+    property_text = Unicode("Hidden tests: failed: {}.\n").tag(config=True)
+
+    def _note(self, outputs: list[Any], properties: set[str] = frozenset()) -> str:
         for output in outputs:
             if output.get("output_type") == "error":
                 if output.get("ename") == NOT_RUN:
                     return self.not_run_text
                 if output.get("ename") == "CellTimeoutError":
                     return self.timeout_text
+                # Only a name the hidden cell itself declares: student code could raise an
+                # error of that name carrying anything at all.
+                if output.get("ename") == "PropertyFailed" and output.get("evalue") in properties:
+                    return self.property_text.format(output["evalue"])
                 return self.failed_text
             if output.get("output_type") == "stream" and output.get("name") == "stderr":
                 return self.failed_text  # nbgrader scores stderr output as a failure
@@ -102,8 +114,9 @@ class RedactHiddenTests(NbGraderPreprocessor):
             return cell, resources
         source, found = self._strip(cell.source)
         if found:
+            note = self._note(cell.outputs, leaks.declared_properties(cell.source))
             cell.source = source
-            cell.outputs = [new_output("stream", name="stdout", text=self._note(cell.outputs))]
+            cell.outputs = [new_output("stream", name="stdout", text=note)]
         return cell, resources
 
 
@@ -170,6 +183,7 @@ class RobustExecute(Execute):
     )
 
     _lost: str | None = None
+    _keep: dict[str, list[int]] | None = None
     _last_test: int = -1
     _started: float = 0.0
     _kept: dict[int, int] = {}
@@ -205,9 +219,14 @@ class RobustExecute(Execute):
         self._lost = None
         self._started = time.monotonic()
         self._kept, self._noted = {}, set()  # per cell: characters kept, streams cut
+        self._keep = None
         graded = [i for i, c in enumerate(nb.cells) if utils.is_grade(c) or utils.is_solution(c)]
         self._last_test = max(graded, default=len(nb.cells))
-        return super().preprocess(nb, resources, km)
+        nb, resources = super().preprocess(nb, resources, km)
+        removed = leaks.redact_notebook(nb)
+        if removed:
+            self.log.warning("Removed hidden-test text from the output of cell(s) %s", removed)
+        return nb, resources
 
     def preprocess_cell(self, cell: NotebookNode, resources: Any, index: int):
         if cell.cell_type != "code" or not cell.source.strip():
@@ -224,11 +243,18 @@ class RobustExecute(Execute):
             cell.outputs = [_error_output(NOT_RUN, f"not run: {self._lost}")]
             return cell, resources
         written = cell.source
+        hidden = (
+            utils.is_grade(cell) and not utils.is_solution(cell) and leaks.is_hidden_cell(written)
+        )
         try:
-            # A hidden cell runs with its private harness; the notebook keeps what was written.
-            if utils.is_grade(cell) and not utils.is_solution(cell):
+            if self._keep is None:  # before any code of the student's has run
+                self._keep = json.loads(run_sync(self._quietly)("", leaks.BASELINE_EXPRESSION))
+            if hidden:  # its private harness, unrecorded, the student's hooks off
+                run_sync(self._quietly)(leaks.unhook_code(self._keep))
                 cell.source = with_private_harness(written)
-            cell, resources = super().preprocess_cell(cell, resources, index)
+            self._check_assign_resources(resources)
+            cell = self.execute_cell(cell, index, store_history=not hidden)
+            resources = self.resources
         except DeadKernelError:
             self._lost = f"the kernel died while running cell {index}"
             self.log.error("Kernel died in cell %d; the remaining cells are marked not run", index)
@@ -251,7 +277,31 @@ class RobustExecute(Execute):
             self._lost = f"the kernel stayed busy after cell {index} timed out and was stopped"
             self.log.error("Kernel unresponsive after cell %d timed out; stopping it", index)
             run_sync(self._stop_kernel)()
+        elif hidden:
+            try:
+                run_sync(self._quietly)(leaks.FORGET_CODE)
+            except (DeadKernelError, CellTimeoutError):
+                self._lost = f"the kernel was lost after cell {index}"
         return cell, resources
+
+    async def _quietly(self, code: str, expression: str = "") -> str:
+        """Run ``code`` silently and unrecorded (no output, no history, no event callbacks);
+        the plain-text value of ``expression`` ("" when there is none, or "{}" for a failure)."""
+        assert self.kc is not None
+        expressions = {"value": expression} if expression else {}
+        msg_id = self.kc.execute(
+            code, silent=True, store_history=False, user_expressions=expressions, allow_stdin=False
+        )
+        reply = await self.async_wait_for_reply(msg_id)
+        value = ((reply or {}).get("content", {}).get("user_expressions") or {}).get("value", {})
+        if expression and value.get("status") != "ok":
+            return "{}"
+        if not expression:
+            return ""
+        try:  # the value is a string, shown as its repr
+            return str(ast.literal_eval(value.get("data", {}).get("text/plain", "")))
+        except (ValueError, SyntaxError):
+            return "{}"
 
     async def _kernel_answers(self, wait: float) -> bool:
         """Ask for kernel_info; True if the reply comes within ``wait`` seconds."""

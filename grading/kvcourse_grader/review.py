@@ -54,6 +54,18 @@ SUSPICIOUS = {
     "FunctionType": "builds functions from code objects (copies of library functions)",
     "__dict__": "reaches an object's attributes directly (rewrites them unseen)",
     "__setattr__": "sets attributes past the usual assignment",
+    "get_ipython": "reaches the IPython shell (its history, hooks and callbacks)",
+    "In": "reads the input history (earlier cells' code)",
+    "_ih": "reads the input history (earlier cells' code)",
+    "Out": "reads earlier cells' results",
+    "history_manager": "reads the input history (earlier cells' code)",
+    "linecache": "reads cached source code (earlier cells' code)",
+    "_getframe": "reads the calling code's frames (the tests' values)",
+    "f_back": "reads the calling code's frames (the tests' values)",
+    "f_locals": "reads another frame's variables (the tests' values)",
+    "co_consts": "reads the constants of compiled code (the tests' values)",
+    "threading": "runs code in the background (beside the tests)",
+    "addaudithook": "watches every compile and import (the tests' code)",
     "__delattr__": "deletes attributes past the usual statement",
 }
 

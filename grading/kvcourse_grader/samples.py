@@ -44,8 +44,9 @@ class Sample:
 
     ``cells`` maps a solution cell's ``grade_id`` to its new source: :data:`SOLUTION`,
     :data:`STUB`, a string of code, or a function from the solution's code to new code. Cells not
-    named take ``default``. ``drop`` names cells (any ``grade_id``) the student deleted.
-    ``passes`` lists the test cells (``grade_id``) expected to score, or is :data:`ALL`.
+    named take ``default``. ``drop`` names cells (any ``grade_id``) the student deleted;
+    ``appended`` holds the code of cells the student added at the end. ``passes`` lists the
+    test cells (``grade_id``) expected to score, or is :data:`ALL`.
     """
 
     about: str
@@ -53,6 +54,7 @@ class Sample:
     cells: Mapping[str, CellCode] = field(default_factory=dict)
     drop: tuple[str, ...] = ()
     passes: tuple[str, ...] | str = ALL
+    appended: tuple[str, ...] = ()
 
 
 def notebook_path(root: Path, directory: str, assignment: str) -> Path:
@@ -137,6 +139,7 @@ def build_sample(root: Path, assignment: str, sample: Sample):
             cell.source = choice(solutions[grade_id])
         else:
             cell.source = str(choice).strip("\n")
+    notebook.cells += [nbformat.v4.new_code_cell(code.strip("\n")) for code in sample.appended]
     return notebook
 
 

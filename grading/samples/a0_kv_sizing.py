@@ -6,6 +6,7 @@ test cells that must score. The tests grade all of them in one ``kvcourse-grade 
 ``kvcourse-grade samples --out DIR`` writes them out for a dry run.
 """
 
+from kvcourse_grader.leak_samples import leak_samples
 from kvcourse_grader.samples import (
     ANYTHING,
     FORGE_SCORE,
@@ -212,6 +213,41 @@ def steal(grade_id):
 steal("{name}")
 """
 
+#: Every solution cell copies the instructor's cell from any copy of the course anywhere on the
+#: disk (a checkout beside the grader's environment, a clone elsewhere, a home folder): the first
+#: cell walks the whole file system once, skipping only /proc, /sys and /dev.
+SEARCH_DISK = """
+import json
+import os
+
+
+def find_solutions():
+    found = []
+    for top, folders, files in os.walk("/"):
+        if top in ("/proc", "/sys", "/dev"):
+            folders[:] = []
+        elif top.endswith(os.sep + os.path.join("solutions", "a0_kv_sizing")):
+            found += [os.path.join(top, f) for f in files if f.endswith(".ipynb")]
+    return found
+
+
+def steal(grade_id):
+    global FOUND
+    if "FOUND" not in globals():
+        FOUND = find_solutions()
+    for path in FOUND:
+        with open(path) as file:
+            cells = json.load(file)["cells"]
+        for cell in cells:
+            if cell.get("metadata", {{}}).get("nbgrader", {{}}).get("grade_id") == grade_id:
+                exec("".join(cell["source"]), globals())
+                return
+    raise FileNotFoundError("no solutions anywhere on this disk")
+
+
+steal("{name}")
+"""
+
 #: Part 1 right, but only after reading every student's scores out of the gradebook.
 READ_GRADEBOOK = """
 import pathlib
@@ -246,6 +282,12 @@ SANDBOXED = {
         about="every part copies the instructor's solution cell from solutions/ (the sandbox "
         "hides it)",
         cells={name: STEAL_SOLUTION.format(name=name) for name in FUNCTIONS},
+        passes=(),
+    ),
+    "searches_disk": Sample(
+        about="every part copies the instructor's solution cell from any copy of the course "
+        "found anywhere on the disk (the sandbox shows none)",
+        cells={name: SEARCH_DISK.format(name=name) for name in FUNCTIONS},
         passes=(),
     ),
     "reads_gradebook": Sample(
@@ -407,5 +449,7 @@ SAMPLES = {
         ),
     ),
 }
+# Correct students who print what they can read of the hidden tests (nothing must come back).
+SAMPLES.update(leak_samples("kv_bytes_per_token", "kv_bytes_per_flop", "kv_bytes_per_token"))
 if sandbox_problem() is None:
     SAMPLES.update(SANDBOXED)

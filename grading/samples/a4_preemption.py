@@ -12,6 +12,7 @@ then together (Part 5); and a library reference (vLLM's hooks) that must not sta
 student's, whether it is inherited, called or copied function by function.
 """
 
+from kvcourse_grader.leak_samples import leak_samples
 from kvcourse_grader.samples import (
     ANYTHING,
     COPY_TOOLS,
@@ -265,3 +266,5 @@ SAMPLES = {
         ),
     ),
 }
+# A correct student who stashes the hidden tests' frames and prints them, base64-encoded.
+SAMPLES["leaks_callers"] = leak_samples("ex6", "MyScheduler", "swap_out_seconds")["leaks_callers"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import sqlite3
 import sys
 import uuid
@@ -152,8 +153,9 @@ def test_postgres_gradebook_and_a_dask_cluster_grade_like_sqlite(released, postg
 
 @slow
 @pytest.mark.skipif(not LINUX, reason="signals and process groups as on Linux")
-def test_ctrl_c_stops_the_running_graders_and_their_kernels(released, tmp_path):
-    import signal
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_stops_the_running_graders_and_their_kernels(released, tmp_path, stop):
+    """Ctrl-C in a terminal, or SIGTERM from a job scheduler or `kill`: the same clean stop."""
     import subprocess
     import time
 
@@ -191,7 +193,7 @@ def test_ctrl_c_stops_the_running_graders_and_their_kernels(released, tmp_path):
         while len(list(logs.glob("loops*.log"))) < 2 and time.monotonic() < deadline:
             time.sleep(0.5)
         time.sleep(3)
-        run.send_signal(signal.SIGINT)
+        run.send_signal(stop)
         out, err = run.communicate(timeout=60)
     finally:
         if run.poll() is None:  # never leave graders running into the next tests
@@ -210,4 +212,4 @@ def test_ctrl_c_stops_the_running_graders_and_their_kernels(released, tmp_path):
                 left.append(proc.info["cmdline"])
         except (psutil.Error, OSError):
             continue
-    assert not left, f"still running after Ctrl-C: {left}"
+    assert not left, f"still running after {stop.name}: {left}"

@@ -5,14 +5,19 @@ interrupted. Skipped, saying why, where bubblewrap is unavailable."""
 
 from __future__ import annotations
 
+import ast
+import shutil
 import socket
+import sys
 import threading
+import uuid
 from pathlib import Path
 
 import nbformat
 import pytest
 from nbclient import NotebookClient
 
+import kvcourse
 from kvcourse_grader import sandbox
 
 slow = pytest.mark.slow
@@ -77,9 +82,10 @@ def test_the_kernel_sees_and_writes_only_its_folder(course):
         course,
     )
     assert got[0] == "['autograded']"  # grading/ holds nothing but the way to its own folder
-    assert got[1] == "[]"
+    assert got[1].startswith("FileNotFoundError")
     assert got[2].startswith("FileNotFoundError")
-    assert got[3].startswith("OSError: [Errno 30] Read-only file system")
+    # got[3]: under /tmp (as here) the write lands in the kernel's private /tmp, elsewhere it fails
+    # on a read-only way through; either way the course's README is untouched (below).
     assert got[4].startswith(("FileNotFoundError", "OSError"))
     assert got[5] == "['answer.txt']"
     assert got[6] == "kv_bytes_per_token"
@@ -124,14 +130,76 @@ def test_problems_are_named(monkeypatch, tmp_path):
     assert "cannot create its namespaces here: No permissions" in sandbox.sandbox_problem()
 
 
+def plant_solutions(folder: Path) -> Path:
+    """A copy of the course's solutions tree in ``folder``; the path of its notebook."""
+    path = folder / "solutions" / "a0_kv_sizing" / "a0_kv_sizing.ipynb"
+    path.parent.mkdir(parents=True)
+    path.write_text("THE SOLUTION")
+    return path
+
+
+@slow
 @needs_sandbox
-def test_the_arguments_hide_the_course(tmp_path):
-    (tmp_path / "solutions").mkdir()
-    (tmp_path / "grading").mkdir()
-    args = sandbox.sandbox_args(tmp_path, tmp_path / "grading" / "x", tmp_path / "sock")
-    assert args[-1] == "--"
+def test_no_other_copy_of_the_course_is_readable(course, tmp_path):
+    """Three copies planted where the old sandbox (the whole disk read-only, four folders of
+    this course hidden) showed them: beside the environment that runs the grader, in a clone two
+    levels above the submission, in the home folder."""
+    workdir = tmp_path / "clone" / "grading" / "autograded" / "ada" / "a0"
+    workdir.mkdir(parents=True)
+    mark = uuid.uuid4().hex
+    beside_venv = Path(sys.prefix).resolve().parent / f".kvcourse-test-{mark}"
+    in_home = Path.home() / f".kvcourse-test-{mark}"
+    try:
+        planted = [
+            plant_solutions(beside_venv),
+            plant_solutions(tmp_path / "clone" / "grading"),
+            plant_solutions(in_home),
+        ]
+        probe = [f"print(open({str(path)!r}).read())" for path in planted]
+        probe.append(
+            "import os; print(sorted(p for p in os.listdir('/') if p not in "
+            "('bin', 'lib', 'lib32', 'lib64', 'libx32', 'sbin')))"
+        )
+        assert run(probe, workdir, course, sandboxed=False)[:3] == ["THE SOLUTION"] * 3
+        got = run(probe, workdir, course)
+    finally:
+        shutil.rmtree(beside_venv, ignore_errors=True)
+        shutil.rmtree(in_home, ignore_errors=True)
+    assert all(text.startswith("FileNotFoundError") for text in got[:3]), got
+    top = set(ast.literal_eval(got[3]))
+    allowed = {"dev", "etc", "proc", "sys", "tmp", "usr", workdir.parts[1]}
+    allowed |= {folder.parts[1] for folder in sandbox.visible_folders()}
+    assert top <= allowed, f"the kernel sees {sorted(top - allowed)} at the top of the disk"
+
+
+def test_the_kernel_keeps_no_instructor_variable():
+    env = {"PATH": "/usr/bin", "LC_ALL": "C", "KVCOURSE_DB": "postgresql://u:secret@db/x"}
+    env |= {"KVCOURSE_GRADING_RUN": "run-1", "AWS_SECRET_ACCESS_KEY": "s"}
+    kept = sandbox.kernel_environment(env)
+    assert kept == {"PATH": "/usr/bin", "LC_ALL": "C", "KVCOURSE_GRADING_RUN": "run-1"}
+
+
+@needs_sandbox
+def test_the_arguments_mount_only_the_allowlist(tmp_path):
+    workdir, sockets = tmp_path / "grading" / "x", tmp_path / "sock"
+    args = sandbox.sandbox_args(tmp_path, workdir, sockets, {"PATH": "/bin", "SECRET": "s"})
+    assert args[-1] == "--" and "--clearenv" in args
     assert "--unshare-net" in args and "--unshare-pid" in args
-    hidden = [args[i + 1] for i, a in enumerate(args) if a == "--tmpfs"]
-    assert hidden == [str(tmp_path / "solutions"), str(tmp_path / "grading")]
+    assert ["--ro-bind", "/", "/"] not in [args[i : i + 3] for i in range(len(args))]
+    readonly = {args[i + 1] for i, a in enumerate(args) if a in ("--ro-bind", "--ro-bind-try")}
+    library = Path(kvcourse.__file__).resolve().parent
+    assert str(library) in readonly and str(Path(sys.prefix).resolve()) in readonly
+    assert not any(Path(p) in (tmp_path, *tmp_path.parents) for p in readonly if p != "/usr")
     binds = [args[i + 2] for i, a in enumerate(args) if a == "--bind"]
-    assert binds == [str(tmp_path / "sock"), str(tmp_path / "grading" / "x")]
+    assert binds == [str(sockets), str(workdir.resolve())]
+    variables = [args[i + 1] for i, a in enumerate(args) if a == "--setenv"]
+    assert "PATH" in variables and "SECRET" not in variables
+
+
+def test_a_python_that_holds_the_course_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(sandbox, "visible_folders", lambda: [tmp_path])
+    monkeypatch.setattr(sandbox, "bwrap_binary", lambda: "/usr/bin/bwrap")
+    with pytest.raises(RuntimeError, match="contains the course"):
+        sandbox.sandbox_args(tmp_path / "course", Path("/elsewhere"), tmp_path / "sock")
+    with pytest.raises(RuntimeError, match="holds the submission folder"):
+        sandbox.sandbox_args(None, tmp_path / "x", tmp_path / "sock")

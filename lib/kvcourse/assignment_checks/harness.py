@@ -7,7 +7,9 @@ copies of library modules that nothing done in the kernel has touched.
 * :func:`fresh_copy`: private copies of library modules compiled from their source files (a
   simulator the student's class is run on, whatever the kernel did to the library);
 * :func:`stand_in`: the test's own online-softmax step inside a student's blockwise attention;
-* :func:`module_of`: the module that defines a library object, wherever the library keeps it.
+* :func:`module_of`: the module that defines a library object, wherever the library keeps it;
+* :func:`checking`: names, in words, the property the checks inside it test, so that a failed
+  hidden test tells the student which property failed and nothing else (:class:`PropertyFailed`).
 
 Visible and hidden test cells use this one module. A visible cell imports it like any other. A
 hidden cell imports it too (``from kvcourse.assignment_checks.harness import ...``), but at
@@ -114,6 +116,26 @@ def switched_off(*owners: object, reference: str, watch: bool = False) -> Iterat
             f"({', '.join(sorted(set(calls))) or 'and turned off the check for it'}), which the "
             "tests switch off: write it yourself"
         )
+
+
+class PropertyFailed(AssertionError):
+    """A property the hidden tests check does not hold; the message is the property in words
+    ("ties between instances"), never the test's code or values."""
+
+
+@contextlib.contextmanager
+def checking(what: str) -> Iterator[None]:
+    """Run checks of one property, named in words (``what``): any failure inside (a failed
+    assertion, or an error raised by the student's code) becomes :class:`PropertyFailed(what)
+    <PropertyFailed>`, chained to the original. The feedback then says which property failed
+    (the grader shows names written in the hidden cell and no other text), while the graded
+    notebook keeps the whole traceback for the instructor."""
+    try:
+        yield
+    except Exception as err:
+        if isinstance(err, PropertyFailed):
+            raise
+        raise PropertyFailed(what) from err
 
 
 def module_of(obj: object) -> types.ModuleType:

@@ -1,0 +1,291 @@
+"""Keep the text of hidden tests out of everything a student gets back.
+
+nbgrader runs the hidden tests in the student's own kernel, after the student's code. Whatever
+that code leaves behind (an IPython event callback, an input transformer, a thread, a function
+the tests call) can read the hidden cell's source while it runs: from IPython's input history,
+from ``linecache``, from the caller's frame. Two layers stop it reaching the student:
+
+1. **In the kernel** (:func:`unhook_code` and :data:`FORGET_CODE`, run by
+   :class:`~kvcourse_grader.preprocessors.RobustExecute` around every hidden cell as silent
+   requests): before the cell, the event callbacks and input transformers the student's code
+   added are taken off; after it, the cell's source is dropped from ``linecache``. Hidden cells
+   run with ``store_history=False``, so ``In``, ``_ih`` and the history database never hold them.
+2. **In the outputs** (:func:`redact_notebook`, at autograde): every output of every cell that ran
+   after the first hidden cell is searched for the hidden cells' distinctive lines and literals
+   (:class:`HiddenText`), also base64- or hex-encoded, reversed or escaped; an output that holds one
+   is replaced by :data:`REMOVED`, and the submission is flagged for review
+   (:func:`removal_flags`). The hidden cells' own outputs never reach the feedback at all
+   (:class:`~kvcourse_grader.preprocessors.RedactHiddenTests`).
+
+Code running in the kernel can always re-encode what it reads in ways no search recognises;
+the review flag and the static review (:mod:`kvcourse_grader.review`) point a person at it.
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import binascii
+import codecs
+import html
+import io
+import re
+import tokenize
+from dataclasses import dataclass
+
+from nbformat.notebooknode import NotebookNode
+from nbformat.v4 import new_output
+
+__all__ = [
+    "REMOVED",
+    "declared_properties",
+    "BASELINE_EXPRESSION",
+    "FORGET_CODE",
+    "HiddenText",
+    "hidden_text",
+    "is_hidden_cell",
+    "redact_notebook",
+    "removal_flags",
+    "unhook_code",
+]
+
+BEGIN, END = "BEGIN HIDDEN TESTS", "END HIDDEN TESTS"
+
+#: The output that replaces one that quoted a hidden test.
+REMOVED = (
+    "[grader: this output was removed because it held text of a hidden test; the submission is "
+    "flagged for review]\n"
+)
+
+#: Shortest hidden line (after squeezing spaces), number (significant digits) and string that
+#: count as distinctive: shorter ones are everyday text ("assert ok", "16", "block").
+MIN_LINE, MIN_DIGITS, MIN_STRING = 12, 5, 8
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_BASE64 = re.compile(r"[A-Za-z0-9+/_-]{16,}={0,2}")
+_HEX = re.compile(r"(?:[0-9a-fA-F]{2}){8,}")
+
+
+def _squeeze(text: str) -> str:
+    return " ".join(text.split())
+
+
+def is_hidden_cell(source: str) -> bool:
+    """True for a test cell with a hidden-test region."""
+    return BEGIN in source
+
+
+def declared_properties(source: str) -> set[str]:
+    """The property names a hidden cell declares: the string given to each
+    ``checking("...")`` in its hidden regions (see ``kvcourse.assignment_checks.harness``)."""
+    hidden, _ = _regions(source)
+    try:
+        tree = ast.parse(_dedented("\n".join(hidden)))
+    except SyntaxError:
+        return set()
+    return {
+        node.args[0].value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and getattr(node.func, "id", getattr(node.func, "attr", None)) == "checking"
+        and node.args
+        and isinstance(node.args[0], ast.Constant)
+        and isinstance(node.args[0].value, str)
+    }
+
+
+def _regions(source: str) -> tuple[list[str], list[str]]:
+    """The lines of ``source`` inside hidden regions, and those outside."""
+    inside, hidden, visible = False, [], []
+    for line in source.split("\n"):
+        if BEGIN in line:
+            inside = True
+        elif END in line:
+            inside = False
+        else:
+            (hidden if inside else visible).append(line)
+    return hidden, visible
+
+
+def _literals(code: str) -> set[str]:
+    """The distinctive number and string literals of ``code``, in the spellings they print in:
+    numbers of at least :data:`MIN_DIGITS` significant digits (round numbers are everyday
+    text), strings of at least :data:`MIN_STRING`
+    characters."""
+    found: set[str] = set()
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return found
+    for token in tokens:
+        if token.type not in (tokenize.NUMBER, tokenize.STRING):
+            continue
+        try:
+            value = ast.literal_eval(token.string)
+        except (ValueError, SyntaxError):
+            continue
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            digits = re.sub(r"[^0-9]", "", repr(value).lower().split("e")[0]).strip("0")
+            if len(digits) >= MIN_DIGITS:
+                found |= {token.string, repr(value)}
+        elif isinstance(value, str) and len(value.strip()) >= MIN_STRING:
+            found.add(value)
+    return found
+
+
+@dataclass(frozen=True)
+class HiddenText:
+    """The distinctive pieces of a notebook's hidden tests: lines (spaces squeezed) and literals
+    that occur in no visible part of the notebook."""
+
+    lines: frozenset[str]
+    literals: frozenset[str]
+
+    def found_in(self, text: str) -> list[str]:
+        """The pieces that occur in ``text`` (or in a decoded form of it), sorted."""
+        forms = _readings(text)
+        hits = {piece for piece in self.lines if any(piece in form for form in forms)}
+        hits |= {piece for piece in self.literals if any(piece in form for form in forms)}
+        return sorted(hits)
+
+
+def hidden_text(nb: NotebookNode) -> HiddenText:
+    """The :class:`HiddenText` of a notebook whose test cells carry their hidden regions (the
+    source notebook, or an autograded one)."""
+    hidden_code, visible_code = [], []
+    for cell in nb.cells:
+        hidden, visible = _regions(cell.source) if cell.cell_type == "code" else ([], [])
+        hidden_code.append("\n".join(hidden))
+        visible_code.append("\n".join(visible if cell.cell_type == "code" else [cell.source]))
+    visible_all = "\n".join(visible_code)
+    visible_lines = {_squeeze(line) for line in visible_all.split("\n")}
+    lines = {_squeeze(line) for code in hidden_code for line in code.split("\n")}
+    lines = {
+        line
+        for line in lines
+        if len(line) >= MIN_LINE
+        and line not in visible_lines
+        and not line.startswith(("import ", "from "))
+    }
+    literals = set()
+    for code in hidden_code:
+        literals |= {text for text in _literals(_dedented(code)) if text not in visible_all}
+    return HiddenText(frozenset(lines), frozenset(literals))
+
+
+def _dedented(code: str) -> str:
+    """Hidden regions sit inside blocks; tokenize them as a block of their own."""
+    lines = [line for line in code.split("\n") if line.strip()]
+    indent = min((len(line) - len(line.lstrip()) for line in lines), default=0)
+    return "\n".join(line[indent:] if len(line) >= indent else line for line in lines)
+
+
+def _readings(text: str) -> list[str]:
+    """``text`` as printed and in the forms code most easily disguises it in: without terminal
+    colours and HTML entities, with Python escapes undone, reversed, and with each long base64
+    or hex run decoded. Each form has its spaces squeezed, like the hidden lines."""
+    plain = html.unescape(_ANSI.sub("", text))
+    forms = [plain, plain[::-1]]
+    try:
+        forms.append(codecs.decode(plain.encode("latin-1", "ignore"), "unicode_escape"))
+    except (UnicodeDecodeError, ValueError):
+        pass
+    for run in _BASE64.findall(plain):
+        for decode in (base64.b64decode, base64.urlsafe_b64decode):
+            try:
+                forms.append(decode(run + "=" * (-len(run) % 4)).decode("utf-8", "ignore"))
+            except (binascii.Error, ValueError):
+                pass
+    for run in _HEX.findall(plain):
+        forms.append(bytes.fromhex(run).decode("utf-8", "ignore"))
+    return [_squeeze(form) for form in forms]
+
+
+def _output_text(output: NotebookNode) -> str:
+    parts = [str(output.get("text", "")), str(output.get("ename", ""))]
+    parts += [str(output.get("evalue", "")), *map(str, output.get("traceback", []) or [])]
+    parts += [str(value) for value in (output.get("data") or {}).values()]
+    return "\n".join(parts)
+
+
+def _removed(output: NotebookNode) -> NotebookNode:
+    if output.get("output_type") == "error":  # still an error, so the cell still fails
+        return new_output("error", ename="Removed", evalue=REMOVED.strip(), traceback=[REMOVED])
+    name = output.get("name", "stdout") if output.get("output_type") == "stream" else "stdout"
+    return new_output("stream", name=name, text=REMOVED)
+
+
+def redact_notebook(nb: NotebookNode, hidden: HiddenText | None = None) -> list[int]:
+    """Replace, in place, every output that quotes ``hidden`` (default: the notebook's own
+    :func:`hidden_text`) in the cells that ran after the first hidden cell, hidden cells aside.
+    Returns the indices of the cells changed."""
+    hidden = hidden_text(nb) if hidden is None else hidden
+    first = next((i for i, c in enumerate(nb.cells) if is_hidden_cell(c.source)), None)
+    if first is None:
+        return []
+    changed = []
+    for index, cell in enumerate(nb.cells[first + 1 :], start=first + 1):
+        if cell.cell_type != "code" or is_hidden_cell(cell.source):
+            continue
+        outputs = [_removed(o) if hidden.found_in(_output_text(o)) else o for o in cell.outputs]
+        if any(new is not old for new, old in zip(outputs, cell.outputs, strict=True)):
+            cell.outputs = outputs
+            changed.append(index)
+    return changed
+
+
+def removal_flags(nb_json: dict) -> list[str]:
+    """Review findings for the outputs :func:`redact_notebook` replaced in an autograded
+    notebook (read as plain JSON)."""
+    cells = [
+        index
+        for index, cell in enumerate(nb_json.get("cells", []))
+        for output in cell.get("outputs", [])
+        if REMOVED.strip() in _output_text(output)
+    ]
+    if not cells:
+        return []
+    where = ", ".join(str(index) for index in dict.fromkeys(cells))
+    return [f"cell {where}: printed text of a hidden test (removed from its output)"]
+
+
+#: Hooks of IPython through which code sees a cell's source before or as it runs.
+HOOKS = ("input_transformers_cleanup", "input_transformers_post", "ast_transformers")
+
+#: A user expression, evaluated once before the first cell: the ids of the event callbacks and
+#: input transformers a clean kernel has (as JSON), to keep when the student's are taken off.
+BASELINE_EXPRESSION = (
+    "__import__('json').dumps(dict([(n, [id(c) for c in cs]) for n, cs in "
+    "__import__('IPython').get_ipython().events.callbacks.items()] + [(h, [id(t) for t in "
+    f"getattr(__import__('IPython').get_ipython(), h)]) for h in {HOOKS!r}]))"
+)
+
+
+def unhook_code(keep: dict[str, list[int]]) -> str:
+    """Code, run silently before a hidden cell, that takes off every event callback and input
+    transformer except those of the clean kernel (``keep``, from :data:`BASELINE_EXPRESSION`)."""
+    return f"""
+def _kvcourse_unhook(keep):
+    ip = __import__('IPython').get_ipython()
+    for name, callbacks in ip.events.callbacks.items():
+        callbacks[:] = [cb for cb in callbacks if id(cb) in keep.get(name, ())]
+    ip.events.__dict__.pop('trigger', None)
+    for hook in {HOOKS!r}:
+        getattr(ip, hook)[:] = [t for t in getattr(ip, hook) if id(t) in keep.get(hook, ())]
+_kvcourse_unhook({keep!r})
+del _kvcourse_unhook
+"""
+
+
+#: Code, run silently after a hidden cell, that drops its source from ``linecache``.
+FORGET_CODE = """
+def _kvcourse_forget():
+    import linecache
+    for cache in (linecache.cache, getattr(linecache, '_ipython_cache', {})):
+        for name, entry in list(cache.items()):
+            lines = entry[2] if isinstance(entry, tuple) and len(entry) > 2 else entry
+            if isinstance(lines, list) and any('BEGIN HIDDEN TESTS' in str(l) for l in lines):
+                del cache[name]
+_kvcourse_forget()
+del _kvcourse_forget
+"""
