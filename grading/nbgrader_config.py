@@ -25,6 +25,12 @@ from nbgrader.preprocessors import (
     SaveAutoGrades,
 )
 
+from kvcourse_grader.feedback_page import (
+    TEMPLATE_FILE,
+    TEMPLATE_NAME,
+    MathToMathML,
+    template_dirs,
+)
 from kvcourse_grader.preprocessors import DisablePartialCredit, RedactHiddenTests, RobustExecute
 
 c = get_config()  # noqa: F821 -- injected by traitlets when it executes this file
@@ -72,4 +78,13 @@ c.Autograde.autograde_preprocessors = [
 # nbgrader copies the autograded notebook, hidden tests and their tracebacks included, into the
 # feedback. RedactHiddenTests removes the hidden-test regions from the source and replaces the
 # outputs of those cells with a one-line pass/fail note.
-c.GenerateFeedback.preprocessors = [GetGrades, RedactHiddenTests, CSSHTMLHeaderPreprocessor]
+c.GenerateFeedback.preprocessors = [
+    GetGrades,
+    RedactHiddenTests,
+    MathToMathML,
+    CSSHTMLHeaderPreprocessor,
+]
+# The course's feedback page (kvcourse_grader.feedback_page): named links, phone-sized, offline.
+c.HTMLExporter.template_name = TEMPLATE_NAME
+c.HTMLExporter.template_file = TEMPLATE_FILE
+c.HTMLExporter.extra_template_basedirs = template_dirs()

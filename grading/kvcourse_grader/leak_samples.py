@@ -12,8 +12,8 @@ cells and one function the hidden tests call.
 * ``leaks_hooks``: the first solution cell registers event callbacks and an input transformer
   that see every later cell's source; the last solution cell prints what they saw. They are
   taken off before each hidden cell.
-* ``leaks_callers``: a function the hidden tests call stashes the constants and variables of
-  every frame above it (the hidden cell's expected values among them); the last solution cell
+* ``leaks_callers``: a function the hidden tests call stashes the constants of the frames
+  above it (the hidden cell's expected values among them); the last solution cell
   prints the stash base64-encoded. Nothing in the kernel can stop this one: the output is
   removed and the submission flagged.
 """
@@ -58,7 +58,7 @@ print("cells seen:", "\\n".join(SEEN_CELLS))
 
 """
 
-#: Wraps ``{name}`` so that each call stashes every calling frame's constants and variables.
+#: Wraps ``{name}`` so that each call stashes the constants of the frames that called it.
 STASH_CALLERS = """
 
 import sys as _sys
@@ -69,8 +69,10 @@ STASH = []
 
 def {name}(*args, **kwargs):
     frame = _sys._getframe(1)
-    while frame is not None:
-        STASH.append(repr(frame.f_code.co_consts) + repr(dict(frame.f_locals)))
+    for _ in range(3):  # the test's own frame and the two above it
+        if frame is None:
+            break
+        STASH.append(repr(frame.f_code.co_consts))
         frame = frame.f_back
     return _real_{name}(*args, **kwargs)
 """

@@ -158,13 +158,13 @@ def hidden_text(nb: NotebookNode) -> HiddenText:
         hidden_code.append("\n".join(hidden))
         visible_code.append("\n".join(visible if cell.cell_type == "code" else [cell.source]))
     visible_all = "\n".join(visible_code)
-    visible_lines = {_squeeze(line) for line in visible_all.split("\n")}
+    visible_squeezed = _squeeze(visible_all)  # a hidden line inside a visible one tells nothing
     lines = {_squeeze(line) for code in hidden_code for line in code.split("\n")}
     lines = {
         line
         for line in lines
         if len(line) >= MIN_LINE
-        and line not in visible_lines
+        and line not in visible_squeezed
         and not line.startswith(("import ", "from "))
     }
     literals = set()
@@ -215,22 +215,25 @@ def _removed(output: NotebookNode) -> NotebookNode:
     return new_output("stream", name=name, text=REMOVED)
 
 
-def redact_notebook(nb: NotebookNode, hidden: HiddenText | None = None) -> list[int]:
+def redact_notebook(nb: NotebookNode, hidden: HiddenText | None = None) -> dict[int, list[str]]:
     """Replace, in place, every output that quotes ``hidden`` (default: the notebook's own
     :func:`hidden_text`) in the cells that ran after the first hidden cell, hidden cells aside.
-    Returns the indices of the cells changed."""
+    Returns, for each cell changed, the hidden pieces its outputs quoted."""
     hidden = hidden_text(nb) if hidden is None else hidden
     first = next((i for i, c in enumerate(nb.cells) if is_hidden_cell(c.source)), None)
     if first is None:
-        return []
-    changed = []
+        return {}
+    changed: dict[int, list[str]] = {}
     for index, cell in enumerate(nb.cells[first + 1 :], start=first + 1):
         if cell.cell_type != "code" or is_hidden_cell(cell.source):
             continue
-        outputs = [_removed(o) if hidden.found_in(_output_text(o)) else o for o in cell.outputs]
-        if any(new is not old for new, old in zip(outputs, cell.outputs, strict=True)):
-            cell.outputs = outputs
-            changed.append(index)
+        outputs = []
+        for output in cell.outputs:
+            found = hidden.found_in(_output_text(output))
+            outputs.append(_removed(output) if found else output)
+            if found:
+                changed.setdefault(index, []).extend(found)
+        cell.outputs = outputs
     return changed
 
 

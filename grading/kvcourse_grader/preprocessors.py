@@ -224,8 +224,11 @@ class RobustExecute(Execute):
         self._last_test = max(graded, default=len(nb.cells))
         nb, resources = super().preprocess(nb, resources, km)
         removed = leaks.redact_notebook(nb)
-        if removed:
-            self.log.warning("Removed hidden-test text from the output of cell(s) %s", removed)
+        for index, pieces in removed.items():
+            shown = "; ".join(piece[:60] for piece in pieces[:5])
+            self.log.warning(
+                "Cell %d quoted hidden tests (%s); its output was removed", index, shown
+            )
         return nb, resources
 
     def preprocess_cell(self, cell: NotebookNode, resources: Any, index: int):
