@@ -11,6 +11,7 @@ import nbformat
 import pytest
 from grading_course import (
     A0,
+    ASSIGNMENTS,
     LINUX,
     ROOT,
     SAMPLED,
@@ -181,6 +182,12 @@ def test_hostile_is_flagged_for_review(graded, assignment):
         for finding in specific(assignment).hostile_flags:
             assert finding in line, line
     assert "review" not in autograde_line(out, "correct")
+    for student in load_samples(ROOT, assignment):
+        if student.startswith("leaks_"):  # full marks, nothing leaked, and a person looks
+            line = autograde_line(out, student)
+            assert "review:" in line, line
+            if student == "leaks_callers":  # the one only the output search can stop
+                assert "printed text of a hidden test (removed from its output)" in line, line
     if assignment == A0:
         deleter = autograde_line(out, "deletes_tests")
         assert "missing locked cells: hidden_kv_bytes_per_flop" in deleter
@@ -219,6 +226,30 @@ def test_feedback_hides_hidden_tests(graded, assignment):
         assert specific(assignment).partial_message in partial
     correct = html_text(feedback / "correct" / assignment / f"{assignment}.html")
     assert correct.count("Hidden tests: passed.") == len(hidden_cells(source))
+
+
+@slow
+@pytest.mark.parametrize("assignment", SAMPLED)
+def test_feedback_reads_offline_and_names_each_test(graded, assignment):
+    root, steps = graded(assignment)
+    out = steps["feedback"].stdout
+    for other in ASSIGNMENTS:
+        if other != assignment:  # nobody was graded on it in this course
+            assert f"{other}: nobody graded yet, no feedback" in out, out
+    source = notebook(ROOT, "solutions", assignment)
+    tests = [c for c in source.cells if c.metadata.get("nbgrader", {}).get("grade")]
+    page = root / "grading" / "feedback" / "correct" / assignment / f"{assignment}.html"
+    raw = page.read_text()
+    assert 'name="viewport"' in raw and "Test cell" not in raw
+    assert not re.search(r"<script[^>]+src=", raw), "the page loads a script"
+    assert "cdnjs" not in raw and "mathjax" not in raw.lower()
+    for cell in tests:
+        grade_id = cell.metadata.nbgrader.grade_id
+        part = cell.source.split("\n")[0].lstrip("# ").split(",")[0]
+        kind = "hidden tests" if grade_id.startswith("hidden") else "visible tests"
+        link = re.search(rf'<a href="#{grade_id}">([^<]*)<code>([^<]*)</code></a>', raw)
+        assert link, f"no link named for {grade_id}"
+        assert link.group(1) == f"{part} · {kind} · ", link.group(0)
 
 
 @slow
