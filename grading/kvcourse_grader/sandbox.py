@@ -203,7 +203,10 @@ def sandbox_args(
         args += ["--ro-bind", str(folder), str(folder)]
     args += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
     args += ["--bind", str(channel_dir), str(channel_dir)]
-    args += ["--bind", str(workdir), str(workdir), "--remount-ro", "/"]
+    args += ["--bind", str(workdir), str(workdir)]
+    # Read-only around those two binds: a course kept under /tmp must not look writable in the
+    # kernel (its writes would vanish silently); temporary files go to the private TMPDIR.
+    args += ["--remount-ro", "/tmp", "--remount-ro", "/"]
     # A private home, temporary folder and caches beside the sockets; the parent's pid means
     # nothing in a new PID namespace (ipykernel would take its parent for dead), and bubblewrap
     # ends the kernel with its parent anyway.

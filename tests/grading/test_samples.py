@@ -278,7 +278,9 @@ def test_a_search_of_the_whole_disk_finds_no_solutions(graded):
     in time and finds nothing, so the student scores zero for the right reason."""
     root, _ = graded(A0)
     graded_nb = notebook(root / "grading" / "autograded" / "searches_disk", "", A0)
-    errors = [o for c in graded_nb.cells for o in c.get("outputs", []) if o.output_type == "error"]
-    assert errors and all(o.ename == "FileNotFoundError" for o in errors), errors[:2]
+    answers = [c for c in graded_nb.cells if c.metadata.get("nbgrader", {}).get("solution")]
+    errors = [o for c in answers for o in c.get("outputs", []) if o.output_type == "error"]
+    assert len(errors) == len(answers), "every answer cell ends in an error"
+    assert all(o.ename == "FileNotFoundError" for o in errors), errors[:2]
     assert "no solutions anywhere on this disk" in errors[0].evalue
     assert (ROOT / "solutions" / A0).is_dir()  # while the tests' own checkout holds them
