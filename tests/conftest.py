@@ -30,7 +30,8 @@ def built_book(tmp_path_factory) -> Path:
         pytest.fail(f"jupyter-book is not installed next to {sys.executable}; run `make test`")
     out = tmp_path_factory.mktemp("book")
     command = [str(JUPYTER_BOOK), "build", str(ROOT), "--path-output", str(out), "-W", "-n"]
-    result = subprocess.run([*command, "--keep-going"], capture_output=True, text=True, timeout=1800)
+    command.append("--keep-going")
+    result = subprocess.run(command, capture_output=True, text=True, timeout=1800)
     log = result.stdout[-6000:] + result.stderr[-6000:]
     assert result.returncode == 0, f"book build failed (warnings are errors):\n{log}"
     yield out / "_build" / "html"
