@@ -61,10 +61,9 @@ def test_smoke_run_checks_every_contender_and_prints_the_table():
 
 @pytest.mark.slow
 def test_failing_hanging_and_crashing_contenders_are_reported_not_fatal():
-    result = run_bench(
-        # 30 s per item: the interpreter compiles each of our variants, slowly on a busy machine.
-        "--shapes", "0", "--peers", "ours,bogus,_hang,_crash,sdpa", "--item-timeout", "30"
-    )
+    # 30 s per item: the interpreter compiles each of our variants, slowly on a busy machine.
+    peers = "ours,bogus,_hang,_crash,sdpa"
+    result = run_bench("--shapes", "0", "--peers", peers, "--item-timeout", "30")
     assert result.returncode == 0, result.stdout + result.stderr
     rows = table_rows(result.stdout)
     expected = {"ours": "ok", "bogus": "failed", "_hang": "timeout", "_crash": "crashed"}
