@@ -53,6 +53,8 @@ class Specific:
 SPECIFIC = {
     A0: Specific(
         points=(5, 5),
+        # Only the hidden cells' harness (kvcourse.assignment_checks.harness), for checking().
+        library=("assignment_checks",),
         # A short cell timeout keeps the looping student quick; the others never come near it.
         cell_timeout=3,
         hidden_literals=("140544", "426788", "8.738133333333334e-06", "4.3288675429726996e-05"),
