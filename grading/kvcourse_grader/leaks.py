@@ -158,7 +158,9 @@ def hidden_text(nb: NotebookNode) -> HiddenText:
         hidden_code.append("\n".join(hidden))
         visible_code.append("\n".join(visible if cell.cell_type == "code" else [cell.source]))
     visible_all = "\n".join(visible_code)
-    visible_lines = {_squeeze(line) for line in visible_all.split("\n")}
+    # A hidden line that occurs anywhere in the visible text (a call such as
+    # ``kv_token_slots(*args)`` inside the visible ``got = kv_token_slots(*args)``) is no secret.
+    visible_lines = "\n".join(_squeeze(line) for line in visible_all.split("\n"))
     lines = {_squeeze(line) for code in hidden_code for line in code.split("\n")}
     lines = {
         line
