@@ -58,7 +58,8 @@ print("cells seen:", "\\n".join(SEEN_CELLS))
 
 """
 
-#: Wraps ``{name}`` so that each call stashes every calling frame's constants and variables.
+#: Wraps ``{name}`` so that each call stashes every calling frame's constants and variables (all but
+#: the stash itself, which in every entry would grow the stash exponentially and time the cell out).
 STASH_CALLERS = """
 
 import sys as _sys
@@ -70,7 +71,8 @@ STASH = []
 def {name}(*args, **kwargs):
     frame = _sys._getframe(1)
     while frame is not None:
-        STASH.append(repr(frame.f_code.co_consts) + repr(dict(frame.f_locals)))
+        seen = {{key: value for key, value in frame.f_locals.items() if value is not STASH}}
+        STASH.append(repr(frame.f_code.co_consts) + repr(seen))  # not the stash itself
         frame = frame.f_back
     return _real_{name}(*args, **kwargs)
 """
