@@ -416,15 +416,22 @@ def kv_bytes_per_token(num_layers, num_kv_heads, head_dim, bytes_per_element):
     return int(2 * num_layers * num_kv_heads * head_dim * bytes_per_element)
 """
 
-#: Part 3 overwrites another student's submission (and the course's README) before answering.
+#: Part 3 overwrites another student's submission (and the course's README), then opens the
+#: course library's own file for writing, before answering. Where the course lies under /tmp (as
+#: in the tests) the first writes land in the sandbox's private /tmp, elsewhere they fail; the
+#: library is read-only everywhere (opening it to append changes nothing even where it is not).
 WRITE_OUTSIDE = """
 import pathlib
+
+import kvcourse.sizing
 
 here = pathlib.Path.cwd()
 root = next(f for f in (here, *here.parents) if (f / "grading").is_dir())
 (root / "README.md").write_text("graded by me")
 for other in (root / "grading" / "submitted").glob("*/a0_kv_sizing/*.ipynb"):
     other.write_text("{}")
+with open(kvcourse.sizing.__file__, "a") as library:  # the reference the tests compare with
+    library.write("")
 """
 
 #: Sandbox samples, graded only where the sandbox works (elsewhere they would really cheat).
@@ -447,7 +454,8 @@ SANDBOXED = {
         passes=all_but("kv_bytes_per_token"),
     ),
     "writes_outside": Sample(
-        about="part 3 overwrites the README and other students' submissions first (read-only)",
+        about="part 3 overwrites the README and other students' submissions, then opens the "
+        "course library's file for writing, first (out of sight or read-only)",
         cells={"kv_token_slots": lambda solution: WRITE_OUTSIDE + "\n\n" + solution},
         passes=all_but("kv_token_slots"),
     ),
