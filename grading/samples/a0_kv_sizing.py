@@ -144,6 +144,157 @@ def kv_bytes_per_flop(bytes_per_token: int, flops_per_token: float) -> float:
 """
 
 
+#: The floor as "the ceiling, minus one": the same everywhere but at an exact fit, where the last
+#: whole slot is lost.
+CEIL_MINUS_ONE = """
+def kv_token_slots(
+    gpu_bytes: int,
+    weight_bytes: int,
+    bytes_per_token: int,
+    activation_fraction: float = 0.0,
+) -> int:
+    if gpu_bytes <= 0 or bytes_per_token <= 0 or weight_bytes < 0:
+        raise ValueError("bad sizes")
+    if not 0 <= activation_fraction < 1:
+        raise ValueError("activation_fraction must be in [0, 1)")
+    free = gpu_bytes * (1 - activation_fraction) - weight_bytes
+    if free <= 0:
+        return 0
+    return int(-(-free // bytes_per_token) - 1)  # the ceiling minus one: wrong at an exact fit
+"""
+
+#: Keeps one slot back: a request that needs exactly the slots left is not counted.
+STRICT_REQUESTS = """
+def max_requests(token_slots: int, tokens_per_request: int) -> int:
+    if tokens_per_request <= 0 or token_slots < 0:
+        raise ValueError("bad counts")
+    return max(token_slots - 1, 0) // tokens_per_request  # an exact fit loses its last request
+"""
+
+
+# --- right answers written another way: the tests must give them full marks ----------------------
+#: Every function with its arithmetic in another order: a product of a list, one division after
+#: another, a reciprocal, true division then math.floor, divmod.
+ANOTHER_ORDER = {
+    "kv_bytes_per_token": """
+import math
+
+
+def kv_bytes_per_token(num_layers, num_kv_heads, head_dim, bytes_per_element):
+    if min(num_layers, num_kv_heads, head_dim, bytes_per_element) <= 0:
+        raise ValueError("every argument must be positive")
+    per_layer = math.prod([num_kv_heads, head_dim, 2]) * bytes_per_element  # K and V of a layer
+    return int(per_layer * num_layers)
+""",
+    "kv_bytes_per_request": """
+def kv_bytes_per_request(bytes_per_token, num_tokens):
+    if num_tokens < 0 or bytes_per_token <= 0:
+        raise ValueError("bad arguments")
+    return int(num_tokens * bytes_per_token)
+""",
+    "kv_token_slots": """
+import math
+
+
+def kv_token_slots(gpu_bytes, weight_bytes, bytes_per_token, activation_fraction=0.0):
+    if min(gpu_bytes, bytes_per_token) <= 0 or weight_bytes < 0:
+        raise ValueError("bad sizes")
+    if activation_fraction < 0 or activation_fraction >= 1:
+        raise ValueError("activation_fraction must be in [0, 1)")
+    free = gpu_bytes - gpu_bytes * activation_fraction - weight_bytes
+    return max(math.floor(free / bytes_per_token), 0)
+""",
+    "max_requests": """
+def max_requests(token_slots, tokens_per_request):
+    if token_slots < 0 or tokens_per_request <= 0:
+        raise ValueError("bad counts")
+    requests, _ = divmod(token_slots, tokens_per_request)
+    return requests
+""",
+    "recompute_seconds_per_token": """
+def recompute_seconds_per_token(flops_per_token, num_gpus, peak_flops, utilization):
+    if min(flops_per_token, num_gpus, peak_flops) <= 0 or not 0 < utilization <= 1:
+        raise ValueError("bad arguments")
+    return flops_per_token / num_gpus / peak_flops / utilization
+""",
+    "read_back_seconds_per_token": """
+def read_back_seconds_per_token(bytes_per_token, bandwidth):
+    if min(bytes_per_token, bandwidth) <= 0:
+        raise ValueError("bad arguments")
+    return bytes_per_token * (1.0 / bandwidth)
+""",
+    "kv_bytes_per_flop": """
+def kv_bytes_per_flop(bytes_per_token, flops_per_token):
+    if min(bytes_per_token, flops_per_token) <= 0:
+        raise ValueError("bad arguments")
+    return 1.0 / (flops_per_token / bytes_per_token)
+""",
+}
+
+#: Every function by counting and adding up: a sum over layers instead of a product, slots and
+#: requests counted one at a time, a time scaled to gigabytes first.
+COUNTING = {
+    "kv_bytes_per_token": """
+def kv_bytes_per_token(num_layers, num_kv_heads, head_dim, bytes_per_element):
+    for value in (num_layers, num_kv_heads, head_dim, bytes_per_element):
+        if value <= 0:
+            raise ValueError("every argument must be positive")
+    total = 0
+    for _layer in range(num_layers):
+        total += 2 * num_kv_heads * head_dim * bytes_per_element  # this layer's K and V
+    return int(total)
+""",
+    "kv_bytes_per_request": """
+def kv_bytes_per_request(bytes_per_token, num_tokens):
+    if bytes_per_token <= 0 or num_tokens < 0:
+        raise ValueError("bad arguments")
+    return sum(bytes_per_token for _token in range(num_tokens))
+""",
+    "kv_token_slots": """
+def kv_token_slots(gpu_bytes, weight_bytes, bytes_per_token, activation_fraction=0.0):
+    if gpu_bytes <= 0 or bytes_per_token <= 0 or weight_bytes < 0:
+        raise ValueError("bad sizes")
+    if not 0 <= activation_fraction < 1:
+        raise ValueError("activation_fraction must be in [0, 1)")
+    room = gpu_bytes - activation_fraction * gpu_bytes - weight_bytes
+    count = 0
+    while (count + 1) * bytes_per_token <= room:  # one more whole slot still fits
+        count += 1
+    return count
+""",
+    "max_requests": """
+def max_requests(token_slots, tokens_per_request):
+    if tokens_per_request <= 0 or token_slots < 0:
+        raise ValueError("bad counts")
+    count, left = 0, token_slots
+    while left >= tokens_per_request:
+        left -= tokens_per_request
+        count += 1
+    return count
+""",
+    "recompute_seconds_per_token": """
+def recompute_seconds_per_token(flops_per_token, num_gpus, peak_flops, utilization):
+    if flops_per_token <= 0 or num_gpus <= 0 or peak_flops <= 0:
+        raise ValueError("bad arguments")
+    if not 0 < utilization <= 1:
+        raise ValueError("utilization must be in (0, 1]")
+    return flops_per_token / (utilization * peak_flops * num_gpus)
+""",
+    "read_back_seconds_per_token": """
+def read_back_seconds_per_token(bytes_per_token, bandwidth):
+    if bytes_per_token <= 0 or bandwidth <= 0:
+        raise ValueError("bad arguments")
+    return (bytes_per_token / 1e9) / (bandwidth / 1e9)  # GB over GB/s
+""",
+    "kv_bytes_per_flop": """
+def kv_bytes_per_flop(bytes_per_token, flops_per_token):
+    if bytes_per_token <= 0 or flops_per_token <= 0:
+        raise ValueError("bad arguments")
+    return bytes_per_token * (1 / flops_per_token)
+""",
+}
+
+
 def all_but(*names: str) -> tuple[str, ...]:
     """The test cells of every part except those named."""
     return tests_of(*(f for f in FUNCTIONS if f not in names))
@@ -269,15 +420,22 @@ def kv_bytes_per_token(num_layers, num_kv_heads, head_dim, bytes_per_element):
     return int(2 * num_layers * num_kv_heads * head_dim * bytes_per_element)
 """
 
-#: Part 3 overwrites another student's submission (and the course's README) before answering.
+#: Part 3 overwrites another student's submission (and the course's README), then opens the
+#: course library's own file for writing, before answering. Where the course lies under /tmp (as
+#: in the tests) the first writes land in the sandbox's private /tmp, elsewhere they fail; the
+#: library is read-only everywhere (opening it to append changes nothing even where it is not).
 WRITE_OUTSIDE = """
 import pathlib
+
+import kvcourse.sizing
 
 here = pathlib.Path.cwd()
 root = next(f for f in (here, *here.parents) if (f / "grading").is_dir())
 (root / "README.md").write_text("graded by me")
 for other in (root / "grading" / "submitted").glob("*/a0_kv_sizing/*.ipynb"):
     other.write_text("{}")
+with open(kvcourse.sizing.__file__, "a") as library:  # the reference the tests compare with
+    library.write("")
 """
 
 #: Sandbox samples, graded only where the sandbox works (elsewhere they would really cheat).
@@ -300,7 +458,8 @@ SANDBOXED = {
         passes=all_but("kv_bytes_per_token"),
     ),
     "writes_outside": Sample(
-        about="part 3 overwrites the README and other students' submissions first (read-only)",
+        about="part 3 overwrites the README and other students' submissions, then opens the "
+        "course library's file for writing, first (out of sight or read-only)",
         cells={"kv_token_slots": lambda solution: WRITE_OUTSIDE + "\n\n" + solution},
         passes=all_but("kv_token_slots"),
     ),
@@ -352,6 +511,26 @@ SAMPLES = {
         about="read-back time right, but a negative number of bytes is accepted",
         cells={"read_back_seconds_per_token": NEGATIVE_BYTES},
         passes=(*all_but("read_back_seconds_per_token"), "test_read_back_seconds_per_token"),
+    ),
+    "ceil_minus_one": Sample(
+        about="token slots as the ceiling minus one: a slot short when the room is an exact fit",
+        cells={"kv_token_slots": CEIL_MINUS_ONE},
+        passes=(*all_but("kv_token_slots"), "test_kv_token_slots"),
+    ),
+    "strict_requests": Sample(
+        about="requests that fit counted with one slot kept back: an exact fit loses a request",
+        cells={"max_requests": STRICT_REQUESTS},
+        passes=(*all_but("max_requests"), "test_max_requests"),
+    ),
+    "another_order": Sample(
+        about="every part right, its arithmetic in another order (a product of a list, one "
+        "division after another, a reciprocal, true division then floor, divmod)",
+        cells=ANOTHER_ORDER,
+    ),
+    "counting": Sample(
+        about="every part right, by counting and adding up (a sum over layers, slots and "
+        "requests counted one at a time, gigabytes over gigabytes per second)",
+        cells=COUNTING,
     ),
     "per_gflop": Sample(
         about="KV bytes per GFLOP instead of per FLOP",

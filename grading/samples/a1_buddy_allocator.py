@@ -123,6 +123,289 @@ ROOTS_SMALLEST_FIRST = replaced(
     "    for bit in range(num_slots.bit_length()):\n",
 )
 
+#: Rounds the caller's list in place and hands it back as the blocks: right numbers, but the list
+#: the caller passed in now holds block sizes.
+ROUNDS_IN_PLACE = """
+def rounding_waste(requests: list[int]) -> tuple[list[int], int, float]:
+    if not requests or any(n <= 0 for n in requests):
+        raise ValueError(f"requests must be one or more positive slot counts, got {requests}")
+    asked = sum(requests)
+    for i, n in enumerate(requests):
+        requests[i] = round_up_pow2(n)  # the caller's list now holds the blocks
+    wasted = sum(requests) - asked
+    return requests, wasted, wasted / sum(requests)
+"""
+
+#: The merged block keeps the freed block's offset instead of the lower of the two: right when
+#: the lower half is freed last, a block out of line when the upper half is.
+MERGES_AT_OWN_OFFSET = replaced(
+    "        offset = min(offset, buddy)  # the merged block starts at the lower half\n", ""
+)
+
+#: binary_roots memoized with functools.cache: every call for a size hands out the same list, so
+#: a caller who changes it changes every later answer.
+CACHED_ROOTS = """
+import functools
+
+
+@functools.cache
+def binary_roots(num_slots: int) -> list[tuple[int, int]]:
+    if num_slots <= 0:
+        raise ValueError(f"num_slots must be positive, got {num_slots}")
+    roots, offset = [], 0
+    for bit in reversed(range(num_slots.bit_length())):
+        if num_slots >> bit & 1:
+            roots.append((offset, 1 << bit))
+            offset += 1 << bit
+    return roots
+"""
+
+# The free lists as Python lists, used as stacks: a freed block goes on top, and alloc takes the
+# top block of the smallest size that fits, the one freed last, not the one at the lowest offset.
+# The same as long as no two free blocks have the same size, which only frees bring about.
+NEWEST_FIRST_ALLOCATOR = """
+class MyBuddyAllocator:
+    def __init__(self, num_slots: int) -> None:
+        if num_slots <= 0 or num_slots & (num_slots - 1):
+            raise ValueError(f"num_slots must be a power of two, got {num_slots}")
+        self.num_slots = num_slots
+        self.free_lists: dict[int, list[int]] = {num_slots: [0]}  # size -> stack of offsets
+        self.allocated: dict[int, int] = {}
+
+    def free_slots(self) -> int:
+        return sum(size * len(offsets) for size, offsets in self.free_lists.items())
+
+    def free_blocks(self) -> list[tuple[int, int]]:
+        return sorted(
+            (offset, size) for size, offsets in self.free_lists.items() for offset in offsets
+        )
+
+    def alloc(self, num_slots: int) -> int | None:
+        size = round_up_pow2(num_slots)
+        found = size
+        while found <= self.num_slots and not self.free_lists.get(found):
+            found *= 2
+        if found > self.num_slots:
+            return None
+        offset = self.free_lists[found].pop()  # the block freed last: ties go to the newest
+        while found > size:
+            found //= 2
+            self.free_lists.setdefault(found, []).append(offset + found)
+        self.allocated[offset] = size
+        return offset
+
+    def free(self, offset: int) -> None:
+        buddy_free(self, offset)
+"""
+
+NEWEST_FIRST_FREE = """
+def buddy_free(self, offset: int) -> None:
+    size = self.allocated.pop(offset, None)
+    if size is None:
+        raise ValueError(f"offset {offset} is not the start of an allocated block")
+    while size < self.num_slots:
+        buddy = offset ^ size
+        if buddy not in self.free_lists.get(size, ()):
+            break
+        self.free_lists[size].remove(buddy)
+        offset = min(offset, buddy)
+        size *= 2
+    self.free_lists.setdefault(size, []).append(offset)
+"""
+
+
+# --- right answers written another way: the tests must give them full marks ----------------------
+#: One sorted list of free blocks instead of a free list per size, a merge that calls itself
+#: (recursion instead of a loop), rounding by doubling, the share as one minus the requests'
+#: share, and the roots by recursion.
+SORTED_LIST = {
+    "round_up_pow2": """
+def round_up_pow2(num_slots: int) -> int:
+    if num_slots <= 0:
+        raise ValueError(f"num_slots must be positive, got {num_slots}")
+    size = 1
+    while size < num_slots:
+        size *= 2
+    return size
+""",
+    "rounding_waste": """
+def rounding_waste(requests: list[int]) -> tuple[list[int], int, float]:
+    if len(requests) == 0 or min(requests) <= 0:
+        raise ValueError("requests must be one or more positive slot counts")
+    blocks = [round_up_pow2(n) for n in requests]
+    wasted = sum(block - n for block, n in zip(blocks, requests))
+    return blocks, wasted, 1 - sum(requests) / sum(blocks)
+""",
+    "MyBuddyAllocator": """
+import bisect
+
+
+class MyBuddyAllocator:
+    def __init__(self, num_slots: int) -> None:
+        if num_slots < 1 or bin(num_slots).count("1") != 1:
+            raise ValueError(f"num_slots must be a power of two, got {num_slots}")
+        self.num_slots = num_slots
+        self.free_list = [(0, num_slots)]  # every free block, sorted by offset
+        self.used = {}  # offset -> size
+
+    def free_slots(self) -> int:
+        return sum(size for _, size in self.free_list)
+
+    def free_blocks(self) -> list[tuple[int, int]]:
+        return list(self.free_list)
+
+    def alloc(self, num_slots: int) -> int | None:
+        size = round_up_pow2(num_slots)
+        fits = [(block, offset) for offset, block in self.free_list if block >= size]
+        if not fits:
+            return None
+        block, offset = min(fits)  # the smallest; the lowest offset among equals
+        self.free_list.remove((offset, block))
+        while block > size:
+            block //= 2
+            bisect.insort(self.free_list, (offset + block, block))
+        self.used[offset] = size
+        return offset
+
+    def free(self, offset: int) -> None:
+        buddy_free(self, offset)
+""",
+    "buddy_free": """
+def _merge(arena, offset: int, size: int) -> None:
+    buddy = offset ^ size
+    if size == arena.num_slots or (buddy, size) not in arena.free_list:
+        bisect.insort(arena.free_list, (offset, size))
+        return
+    arena.free_list.remove((buddy, size))
+    _merge(arena, min(offset, buddy), 2 * size)
+
+
+def buddy_free(self, offset: int) -> None:
+    if offset not in self.used:
+        raise ValueError(f"offset {offset} is not the start of an allocated block")
+    _merge(self, offset, self.used.pop(offset))
+""",
+    "refusal": """
+def refusal(arena, num_slots: int) -> str:
+    need = round_up_pow2(num_slots)
+    largest = max((size for _, size in arena.free_blocks()), default=0)
+    if largest >= need:
+        return "fits"
+    return "external fragmentation" if arena.free_slots() >= num_slots else "out of memory"
+""",
+    "binary_roots": """
+def binary_roots(num_slots: int) -> list[tuple[int, int]]:
+    if num_slots <= 0:
+        raise ValueError(f"num_slots must be positive, got {num_slots}")
+    size = 1 << (num_slots.bit_length() - 1)  # the largest power of two in num_slots
+    rest = binary_roots(num_slots - size) if num_slots > size else []
+    return [(0, size)] + [(size + offset, part) for offset, part in rest]
+""",
+}
+
+#: Every block, free or allocated, in one dict from its offset, merged by looking the buddy up
+#: there; rounding from the binary digits, the waste added up in a loop, the roots read off the
+#: binary digits left to right.
+BLOCK_MAP = {
+    "round_up_pow2": """
+def round_up_pow2(num_slots: int) -> int:
+    if num_slots < 1:
+        raise ValueError(f"num_slots must be positive, got {num_slots}")
+    return 1 if num_slots == 1 else 2 ** len(bin(num_slots - 1)[2:])
+""",
+    "rounding_waste": """
+def rounding_waste(requests: list[int]) -> tuple[list[int], int, float]:
+    blocks, asked, given = [], 0, 0
+    for n in requests:
+        if n <= 0:
+            raise ValueError(f"a request of {n} slots")
+        blocks.append(round_up_pow2(n))
+        asked += n
+        given += blocks[-1]
+    if not blocks:
+        raise ValueError("no requests")
+    return blocks, given - asked, (given - asked) / given
+""",
+    "MyBuddyAllocator": """
+class MyBuddyAllocator:
+    def __init__(self, num_slots: int) -> None:
+        if num_slots <= 0 or round_up_pow2(num_slots) != num_slots:
+            raise ValueError(f"num_slots must be a power of two, got {num_slots}")
+        self.num_slots = num_slots
+        self.blocks = {0: [num_slots, True]}  # offset -> [size, is free]: they tile the arena
+
+    def free_slots(self) -> int:
+        return sum(size for size, is_free in self.blocks.values() if is_free)
+
+    def free_blocks(self) -> list[tuple[int, int]]:
+        return sorted((offset, size) for offset, (size, is_free) in self.blocks.items() if is_free)
+
+    def alloc(self, num_slots: int) -> int | None:
+        size = round_up_pow2(num_slots)
+        best = None
+        for offset in sorted(self.blocks):  # a later block wins only when it is smaller
+            block, is_free = self.blocks[offset]
+            if is_free and block >= size and (best is None or block < self.blocks[best][0]):
+                best = offset
+        if best is None:
+            return None
+        block = self.blocks[best][0]
+        while block > size:
+            block //= 2
+            self.blocks[best + block] = [block, True]
+        self.blocks[best] = [size, False]
+        return best
+
+    def free(self, offset: int) -> None:
+        buddy_free(self, offset)
+""",
+    "buddy_free": """
+def buddy_free(self, offset: int) -> None:
+    entry = self.blocks.get(offset)
+    if entry is None or entry[1]:
+        raise ValueError(f"offset {offset} is not the start of an allocated block")
+    size = entry[0]
+    entry[1] = True
+    while size < self.num_slots:
+        buddy = self.blocks.get(offset ^ size)
+        if buddy is None or not buddy[1] or buddy[0] != size:
+            break  # the buddy is allocated, or split
+        del self.blocks[max(offset, offset ^ size)]
+        offset = min(offset, offset ^ size)
+        size *= 2
+        self.blocks[offset] = [size, True]
+""",
+    "refusal": """
+def refusal(arena, num_slots: int) -> str:
+    need = round_up_pow2(num_slots)
+    sizes = sorted(size for _, size in arena.free_blocks())
+    if sizes and sizes[-1] >= need:
+        return "fits"
+    if arena.free_slots() >= num_slots:
+        return "external fragmentation"
+    return "out of memory"
+""",
+    "binary_roots": """
+def binary_roots(num_slots: int) -> list[tuple[int, int]]:
+    if num_slots <= 0:
+        raise ValueError(f"num_slots must be positive, got {num_slots}")
+    digits = bin(num_slots)[2:]
+    roots, offset = [], 0
+    for position, digit in enumerate(digits):
+        if digit == "1":
+            size = 2 ** (len(digits) - 1 - position)
+            roots.append((offset, size))
+            offset += size
+    return roots
+""",
+}
+
+#: SORTED_LIST's allocator, but free_blocks hands out the list the allocator keeps: a caller who
+#: changes it changes the free blocks.
+HANDS_OUT_FREE_LIST = replaced(
+    "        return list(self.free_list)\n", "        return self.free_list\n"
+)(SORTED_LIST["MyBuddyAllocator"])
+
 # --- a copycat: the reference's functions copied before the tests can switch them off ----------
 COPYCAT_ALLOCATOR = f"""
 {COPY_TOOLS}
@@ -207,6 +490,22 @@ def binary_roots(num_slots: int) -> list[tuple[int, int]]:
 """
 
 
+PARTS = (
+    "round_up_pow2",
+    "rounding_waste",
+    "MyBuddyAllocator",
+    "buddy_free",
+    "refusal",
+    "binary_roots",
+    "simulator",
+)
+
+
+def all_but(*parts: str) -> tuple[str, ...]:
+    """The test cells of every part except those named."""
+    return tests_of(*(part for part in PARTS if part not in parts))
+
+
 SAMPLES = {
     **basic_samples(),
     "partial": Sample(
@@ -288,6 +587,50 @@ SAMPLES = {
             "refusal",
             "simulator",
         ),
+    ),
+    "rounds_in_place": Sample(
+        about="rounding_waste rounds the caller's list in place and returns it as the blocks",
+        cells={"rounding_waste": ROUNDS_IN_PLACE},
+        passes=(*all_but("rounding_waste"), "test_rounding_waste"),
+    ),
+    "merges_at_own_offset": Sample(
+        about="a merged block starts at the freed block's offset, not at the lower of the two "
+        "buddies (right only when the lower half is freed last)",
+        cells={"buddy_free": MERGES_AT_OWN_OFFSET},
+        passes=(
+            *tests_of("round_up_pow2", "rounding_waste", "MyBuddyAllocator", "refusal"),
+            *tests_of("binary_roots"),
+            "test_buddy_free",
+        ),
+    ),
+    "newest_first": Sample(
+        about="free lists kept as stacks: among free blocks of the same size alloc takes the one "
+        "freed last, not the one at the lowest offset",
+        cells={"MyBuddyAllocator": NEWEST_FIRST_ALLOCATOR, "buddy_free": NEWEST_FIRST_FREE},
+        passes=(*all_but("MyBuddyAllocator", "simulator"), "test_MyBuddyAllocator"),
+    ),
+    "hands_out_free_list": Sample(
+        about="free_blocks returns the sorted list the allocator keeps, not a copy of it",
+        cells={
+            "MyBuddyAllocator": HANDS_OUT_FREE_LIST,
+            "buddy_free": SORTED_LIST["buddy_free"],
+        },
+        passes=(*all_but("MyBuddyAllocator"), "test_MyBuddyAllocator"),
+    ),
+    "cached_roots": Sample(
+        about="binary_roots memoized: every call for a size returns the same list",
+        cells={"binary_roots": CACHED_ROOTS},
+        passes=(*all_but("binary_roots"), "test_binary_roots"),
+    ),
+    "sorted_list": Sample(
+        about="every part right: one sorted list of free blocks, a recursive merge, rounding by "
+        "doubling, the share as one minus the requests' share, recursive roots",
+        cells=SORTED_LIST,
+    ),
+    "block_map": Sample(
+        about="every part right: every block in one dict from its offset, rounding from the "
+        "binary digits, the waste added up in a loop, the roots read off the binary digits",
+        cells=BLOCK_MAP,
     ),
     "copycat": Sample(
         about="the library's allocator and its free copied function by function before the tests "

@@ -152,6 +152,266 @@ REVERSE_FREE = replaced(
 )
 
 
+#: block_ids hands out the list the table keeps: a caller who changes it changes the table.
+HANDS_OUT_BLOCKS = replaced("        return tuple(self._blocks)\n", "        return self._blocks\n")
+
+#: Rounds the caller's lengths up to whole blocks in place to add up the allocated slots.
+ROUNDS_LENGTHS_IN_PLACE = """
+def memory_weighted_waste(final_lengths: list[int], block_size: int) -> float:
+    if block_size <= 0:
+        raise ValueError(f"block_size must be positive, got {block_size}")
+    if not final_lengths or any(length <= 0 for length in final_lengths):
+        raise ValueError("final_lengths must be a non-empty list of positive lengths")
+    stored = sum(final_lengths)
+    for i, length in enumerate(final_lengths):
+        final_lengths[i] = -(-length // block_size) * block_size  # the caller's list, rounded up
+    allocated = sum(final_lengths)
+    return float((allocated - stored) / allocated)
+"""
+
+#: Cuts the table it was given down to the blocks the sequence uses, in place.
+TRIMS_BLOCK_IDS = replaced(
+    "    for logical in range(-(-seq_len // block_size)):\n",
+    "    del block_ids[-(-seq_len // block_size) :]  # the caller's table loses its extra entries\n"
+    "    for logical in range(len(block_ids)):\n",
+)
+
+
+# --- right answers written another way: the tests must give them full marks ----------------------
+#: A dict from logical to physical block, blocks taken one at a time after checking that all fit,
+#: block_ids as a new list, free last block first; the estimate as B / (2 L); the waste as one
+#: minus stored over allocated with math.ceil; the online softmax with torch.where and a
+#: broadcast sum; attention with the query heads grouped by KV head and the KV heads picked by
+#: indexing one block's slots.
+DICT_TABLE = {
+    "MyBlockTable": """
+from kvcourse.blocks import BlockPool, OutOfBlocksError
+
+
+class MyBlockTable:
+    def __init__(self, pool: BlockPool) -> None:
+        self.pool = pool
+        self._table: dict[int, int] = {}  # logical block -> physical block
+        self._tokens = 0
+
+    @property
+    def num_tokens(self) -> int:
+        return self._tokens
+
+    @property
+    def block_ids(self) -> list[int]:
+        return [self._table[logical] for logical in range(len(self._table))]
+
+    @property
+    def wasted_slots(self) -> int:
+        return len(self._table) * self.pool.block_size - self._tokens
+
+    def append(self, num_tokens: int = 1) -> list[int]:
+        if num_tokens < 0:
+            raise ValueError(f"num_tokens must be zero or more, got {num_tokens}")
+        size, need = self.pool.block_size, 0
+        while (len(self._table) + need) * size < self._tokens + num_tokens:
+            need += 1
+        if need > self.pool.num_free:  # check first: then take them one at a time
+            raise OutOfBlocksError(f"{need} blocks needed, {self.pool.num_free} free")
+        new = [self.pool.allocate() for _ in range(need)]
+        for block in new:
+            self._table[len(self._table)] = block
+        self._tokens += num_tokens
+        return new
+
+    def slot_of(self, position: int) -> tuple[int, int]:
+        if position < 0 or position >= self._tokens:
+            raise IndexError(f"no token at position {position}")
+        return self._table[position // self.pool.block_size], position % self.pool.block_size
+
+    def free(self) -> None:
+        for logical in sorted(self._table, reverse=True):
+            self.pool.release(self._table.pop(logical))
+        self._tokens = 0
+""",
+    "half_block_waste_estimate": """
+def half_block_waste_estimate(block_size: int, mean_length: float) -> float:
+    if min(block_size, mean_length) <= 0:
+        raise ValueError("block_size and mean_length must be positive")
+    return block_size / (2 * mean_length)
+""",
+    "memory_weighted_waste": """
+import math
+
+
+def memory_weighted_waste(final_lengths: list[int], block_size: int) -> float:
+    if block_size <= 0 or len(final_lengths) == 0 or min(final_lengths) <= 0:
+        raise ValueError("bad lengths or block size")
+    allocated = block_size * sum(math.ceil(n / block_size) for n in final_lengths)
+    return 1 - sum(final_lengths) / allocated
+""",
+    "online_softmax_update": """
+import torch
+
+
+def online_softmax_update(running_max, running_sum, acc, scores, values):
+    block_max = scores.max(dim=-1).values
+    new_max = torch.where(block_max > running_max, block_max, running_max)
+    old_weight = torch.exp(running_max - new_max)
+    weights = torch.exp(scores - new_max.unsqueeze(-1))
+    new_sum = running_sum * old_weight + weights.sum(dim=-1)
+    new_acc = acc * old_weight.unsqueeze(-1) + (weights.unsqueeze(-1) * values).sum(dim=1)
+    return new_max, new_sum, new_acc
+""",
+    "blockwise_attention": """
+import math
+
+import torch
+
+
+def blockwise_attention(q, k_blocks, v_blocks, block_ids, seq_len, scale=None):
+    q_heads, head_dim = q.shape
+    block_size, kv_heads = k_blocks.shape[1], k_blocks.shape[2]
+    group = q_heads // kv_heads
+    scale = 1 / math.sqrt(head_dim) if scale is None else scale
+    kv_of_head = torch.arange(q_heads) // group  # the KV head each query head reads
+    state = (
+        torch.full((q_heads,), -math.inf, dtype=torch.float64),
+        torch.zeros(q_heads, dtype=torch.float64),
+        torch.zeros(q_heads, head_dim, dtype=torch.float64),
+    )
+    start = 0
+    for physical in block_ids:
+        if start >= seq_len:
+            break
+        filled = min(block_size, seq_len - start)
+        k = k_blocks[int(physical), :filled]  # [filled, kv_heads, head_dim]
+        v = v_blocks[int(physical), :filled]
+        keys, values = k[:, kv_of_head], v[:, kv_of_head]  # [filled, q_heads, head_dim]
+        scores = (keys * q).sum(dim=-1).T * scale  # [q_heads, filled]
+        state = online_softmax_update(*state, scores, values.transpose(0, 1))
+        start += filled
+    return state[2] / state[1].unsqueeze(-1)
+""",
+}
+
+#: Each logical block as [physical block, slots filled], the token count added up from them, the
+#: room in the last block filled first; the estimate as 0.5 B / L; the waste from each request's
+#: empty slots; the online softmax with a stacked maximum and a batched matrix product; attention
+#: with the query grouped by KV head (einsum on [kv_heads, group, head_dim]).
+FILLED_COUNTS = {
+    "MyBlockTable": """
+from kvcourse.blocks import BlockPool
+
+
+class MyBlockTable:
+    def __init__(self, pool: BlockPool) -> None:
+        self.pool = pool
+        self._blocks = []  # [physical block, slots filled], in logical order
+
+    @property
+    def num_tokens(self) -> int:
+        return sum(filled for _, filled in self._blocks)
+
+    @property
+    def block_ids(self) -> tuple[int, ...]:
+        return tuple(block for block, _ in self._blocks)
+
+    @property
+    def wasted_slots(self) -> int:
+        return sum(self.pool.block_size - filled for _, filled in self._blocks)
+
+    def append(self, num_tokens: int = 1) -> list[int]:
+        if num_tokens < 0:
+            raise ValueError(f"num_tokens must be zero or more, got {num_tokens}")
+        size = self.pool.block_size
+        room = size - self._blocks[-1][1] if self._blocks else 0
+        beyond = max(num_tokens - room, 0)
+        new = self.pool.allocate_many((beyond + size - 1) // size)  # all or nothing
+        left = num_tokens
+        if self._blocks:
+            into_last = min(room, left)
+            self._blocks[-1][1] += into_last
+            left -= into_last
+        for block in new:
+            self._blocks.append([block, min(size, left)])
+            left -= min(size, left)
+        return list(new)
+
+    def slot_of(self, position: int) -> tuple[int, int]:
+        if not 0 <= position < self.num_tokens:
+            raise IndexError(f"no token at position {position}")
+        for block, filled in self._blocks:
+            if position < filled:
+                return block, position
+            position -= filled
+        raise IndexError(position)
+
+    def free(self) -> None:
+        while self._blocks:
+            block, _ = self._blocks.pop(0)
+            self.pool.release(block)
+""",
+    "half_block_waste_estimate": """
+def half_block_waste_estimate(block_size: int, mean_length: float) -> float:
+    if block_size <= 0:
+        raise ValueError("block_size must be positive")
+    if mean_length <= 0:
+        raise ValueError("mean_length must be positive")
+    return 0.5 * block_size / mean_length
+""",
+    "memory_weighted_waste": """
+def memory_weighted_waste(final_lengths: list[int], block_size: int) -> float:
+    if block_size <= 0:
+        raise ValueError("block_size must be positive")
+    empty, stored = 0, 0
+    for length in final_lengths:
+        if length <= 0:
+            raise ValueError(f"a length of {length}")
+        empty += -length % block_size  # the empty slots of this request's last block
+        stored += length
+    if stored == 0:
+        raise ValueError("no lengths")
+    return empty / (stored + empty)
+""",
+    "online_softmax_update": """
+import torch
+
+
+def online_softmax_update(running_max, running_sum, acc, scores, values):
+    new_max = torch.stack([running_max, scores.amax(dim=-1)]).amax(dim=0)
+    rescale = torch.exp(running_max - new_max)
+    weights = torch.exp(scores - new_max[:, None])
+    new_acc = rescale[:, None] * acc + torch.bmm(weights.unsqueeze(1), values).squeeze(1)
+    return new_max, rescale * running_sum + weights.sum(dim=-1), new_acc
+""",
+    "blockwise_attention": """
+import math
+
+import torch
+
+
+def blockwise_attention(q, k_blocks, v_blocks, block_ids, seq_len, scale=None):
+    q_heads, head_dim = q.shape
+    _, block_size, kv_heads, _ = k_blocks.shape
+    group = q_heads // kv_heads
+    if scale is None:
+        scale = head_dim**-0.5
+    grouped = q.reshape(kv_heads, group, head_dim)  # query heads h * group .. read KV head h
+    running_max = torch.full((q_heads,), float("-inf"), dtype=torch.float64)
+    running_sum = torch.zeros(q_heads, dtype=torch.float64)
+    acc = torch.zeros(q_heads, head_dim, dtype=torch.float64)
+    logical = 0
+    while logical * block_size < seq_len:
+        filled = min(block_size, seq_len - logical * block_size)
+        k = k_blocks[int(block_ids[logical])][:filled]  # [filled, kv_heads, head_dim]
+        v = v_blocks[int(block_ids[logical])][:filled]
+        scores = torch.einsum("kgd,fkd->kgf", grouped, k).reshape(q_heads, filled) * scale
+        values = v.permute(1, 0, 2).repeat_interleave(group, dim=0)  # [q_heads, filled, dim]
+        running_max, running_sum, acc = online_softmax_update(
+            running_max, running_sum, acc, scores, values
+        )
+        logical += 1
+    return acc / running_sum[:, None]
+""",
+}
+
 # --- a copycat: the reference's functions copied before the tests can switch them off ----------
 COPYCAT_TABLE = f"""
 {COPY_TOOLS}
@@ -272,6 +532,21 @@ kvcourse.model.TinyTransformer.forward = _echo
 '''
 
 
+PARTS = (
+    "MyBlockTable",
+    "half_block_waste_estimate",
+    "memory_weighted_waste",
+    "online_softmax_update",
+    "blockwise_attention",
+    "tiny_transformer",
+)
+
+
+def all_but(*parts: str) -> tuple[str, ...]:
+    """The test cells of every part except those named."""
+    return tests_of(*(part for part in PARTS if part not in parts))
+
+
 SAMPLES = {
     **basic_samples(),
     "partial": Sample(
@@ -293,6 +568,36 @@ SAMPLES = {
         about="every part right; free releases a table's blocks last first, so blocks come back "
         "from the pool in another order",
         cells={"MyBlockTable": REVERSE_FREE},
+    ),
+    "dict_table": Sample(
+        about="every part right, written another way: a dict from logical to physical block, "
+        "B / (2 L), one minus stored over allocated, torch.where, KV heads picked by indexing "
+        "one block's slots",
+        cells=DICT_TABLE,
+    ),
+    "filled_counts": Sample(
+        about="every part right, written another way: each block with its fill, 0.5 B / L, each "
+        "request's empty slots added up, a batched matrix product, the query grouped by KV head",
+        cells=FILLED_COUNTS,
+    ),
+    "hands_out_blocks": Sample(
+        about="block_ids returns the list the table keeps, not a copy of it",
+        cells={"MyBlockTable": HANDS_OUT_BLOCKS},
+        passes=(*all_but("MyBlockTable"), "test_MyBlockTable"),
+    ),
+    "rounds_lengths_in_place": Sample(
+        about="memory_weighted_waste rounds the caller's lengths up to whole blocks in place",
+        cells={"memory_weighted_waste": ROUNDS_LENGTHS_IN_PLACE},
+        passes=(*all_but("memory_weighted_waste"), "test_memory_weighted_waste"),
+    ),
+    "trims_block_ids": Sample(
+        about="blockwise_attention deletes the extra entries of the block table it was given "
+        "(and fails on the cache's tuple in Part 4)",
+        cells={"blockwise_attention": TRIMS_BLOCK_IDS},
+        passes=(
+            *all_but("blockwise_attention", "tiny_transformer"),
+            "test_blockwise_attention",
+        ),
     ),
     "no_release": Sample(
         about="free() empties the table but releases no block (a forgotten release)",

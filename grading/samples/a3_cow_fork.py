@@ -95,6 +95,212 @@ REVERSE_FREE = replaced(
 )
 
 
+#: block_ids hands out the list the manager keeps: a caller who changes it changes the table.
+HANDS_OUT_TABLE = replaced(
+    "        return list(self._tables[seq_id])\n", "        return self._tables[seq_id]\n"
+)
+
+#: The new blocks first, the copy's block after them: the same tables while an append copies or
+#: takes new blocks but never both, which a one-token append cannot.
+COPY_AFTER_NEW_BLOCKS = replaced(
+    "        if copy:\n"
+    "            own = self._pool.allocate()\n"
+    "            self._pool.release(table[-1])  # the other holders keep it\n"
+    "            table[-1] = own\n"
+    "            self._cows += 1\n"
+    "        table.extend(self._pool.allocate_many(new_blocks))\n",
+    "        fresh = self._pool.allocate_many(new_blocks)  # the new blocks first\n"
+    "        if copy:\n"
+    "            own = self._pool.allocate()\n"
+    "            self._pool.release(table[-1])\n"
+    "            table[-1] = own\n"
+    "            self._cows += 1\n"
+    "        table.extend(fresh)\n",
+)
+
+
+# --- right answers written another way: the tests must give them full marks ----------------------
+#: Each sequence as (tokens, tuple of block ids): a fork shares the parent's tuple itself, which
+#: is safe because nobody can change it; append builds a new tuple. The copy is decided from the
+#: fill of the last block; free releases the blocks last first. Ex 5 by its closed form.
+TUPLE_TABLES = {
+    "CowBlockManager": """
+from kvcourse.blocks import BlockPool, OutOfBlocksError
+
+
+class CowBlockManager:
+    def __init__(self, pool: BlockPool) -> None:
+        self._pool = pool
+        self._seqs = {}  # seq id -> (tokens, tuple of block ids)
+        self._copies = 0
+
+    @property
+    def pool(self) -> BlockPool:
+        return self._pool
+
+    @property
+    def cow_count(self) -> int:
+        return self._copies
+
+    def _get(self, seq_id):
+        if seq_id not in self._seqs:
+            raise KeyError(f"no sequence {seq_id!r}")
+        return self._seqs[seq_id]
+
+    def block_ids(self, seq_id):
+        return list(self._get(seq_id)[1])
+
+    def num_tokens(self, seq_id):
+        return self._get(seq_id)[0]
+
+    def add_sequence(self, seq_id):
+        if seq_id in self._seqs:
+            raise ValueError(f"sequence {seq_id!r} exists")
+        self._seqs[seq_id] = (0, ())
+
+    def append(self, seq_id, num_tokens=1):
+        tokens, blocks = self._get(seq_id)
+        if num_tokens < 0:
+            raise ValueError("num_tokens must be zero or more")
+        size = self._pool.block_size
+        filled = tokens - (len(blocks) - 1) * size if blocks else 0  # slots used in the last block
+        copy = num_tokens > 0 and 0 < filled < size and self._pool.ref_count(blocks[-1]) >= 2
+        new = (tokens + num_tokens + size - 1) // size - len(blocks)
+        if new + copy > self._pool.num_free:
+            raise OutOfBlocksError(f"need {new + copy} blocks, {self._pool.num_free} free")
+        if copy:
+            mine = self._pool.allocate()
+            self._pool.release(blocks[-1])
+            blocks = blocks[:-1] + (mine,)
+            self._copies += 1
+        blocks += tuple(self._pool.allocate_many(new))
+        self._seqs[seq_id] = (tokens + num_tokens, blocks)
+
+    def fork(self, parent_id, child_id):
+        tokens, blocks = self._get(parent_id)
+        if child_id in self._seqs:
+            raise ValueError(f"sequence {child_id!r} exists")
+        for block in blocks:
+            self._pool.share(block)
+        self._seqs[child_id] = (tokens, blocks)  # the same tuple: nobody can change it
+
+    def free(self, seq_id):
+        _, blocks = self._get(seq_id)
+        for block in reversed(blocks):
+            self._pool.release(block)
+        del self._seqs[seq_id]
+""",
+    "full_copy_tokens": """
+def full_copy_tokens(beam_width: int, prompt_len: int, steps: int) -> int:
+    if beam_width < 1 or prompt_len < 1 or steps < 0:
+        raise ValueError("bad arguments")
+    # sum of prompt_len + s for s = 0 .. steps - 1, in closed form
+    return beam_width * (steps * prompt_len + steps * (steps - 1) // 2)
+""",
+}
+
+#: A record per sequence with its own list, the tables kept in a list of records looked up by id,
+#: the copy decided from the empty slots of the last block, the blocks of a free released in
+#: sorted order; Ex 5 by adding up one step at a time.
+RECORDS = {
+    "CowBlockManager": """
+from dataclasses import dataclass, field
+
+from kvcourse.blocks import BlockPool, OutOfBlocksError
+
+
+@dataclass
+class _Sequence:
+    seq_id: object
+    tokens: int = 0
+    blocks: list = field(default_factory=list)
+
+
+class CowBlockManager:
+    def __init__(self, pool: BlockPool) -> None:
+        self.records = []
+        self.copies = 0
+        self._pool = pool
+
+    pool = property(lambda self: self._pool)
+    cow_count = property(lambda self: self.copies)
+
+    def _find(self, seq_id):
+        for record in self.records:
+            if record.seq_id == seq_id:
+                return record
+        raise KeyError(f"no sequence {seq_id!r}")
+
+    def _exists(self, seq_id):
+        try:
+            self._find(seq_id)
+        except KeyError:
+            return False
+        return True
+
+    def block_ids(self, seq_id):
+        return tuple(self._find(seq_id).blocks)
+
+    def num_tokens(self, seq_id):
+        return self._find(seq_id).tokens
+
+    def add_sequence(self, seq_id):
+        if self._exists(seq_id):
+            raise ValueError(f"sequence {seq_id!r} exists")
+        self.records.append(_Sequence(seq_id))
+
+    def append(self, seq_id, num_tokens=1):
+        record = self._find(seq_id)
+        if num_tokens < 0:
+            raise ValueError("num_tokens must be zero or more")
+        size = self._pool.block_size
+        empty = len(record.blocks) * size - record.tokens  # empty slots of the last block
+        shared = bool(record.blocks) and self._pool.ref_count(record.blocks[-1]) > 1
+        copy = num_tokens > 0 and 0 < empty < size and shared
+        new = 0
+        while (len(record.blocks) + new) * size < record.tokens + num_tokens:
+            new += 1
+        if copy + new > self._pool.num_free:
+            raise OutOfBlocksError("not enough free blocks")
+        if copy:
+            replacement = self._pool.allocate()
+            self._pool.release(record.blocks[-1])
+            record.blocks[-1] = replacement
+            self.copies += 1
+        for _ in range(new):
+            record.blocks.append(self._pool.allocate())
+        record.tokens += num_tokens
+
+    def fork(self, parent_id, child_id):
+        parent = self._find(parent_id)
+        if self._exists(child_id):
+            raise ValueError(f"sequence {child_id!r} exists")
+        for block in parent.blocks:
+            self._pool.share(block)
+        self.records.append(_Sequence(child_id, parent.tokens, parent.blocks.copy()))
+
+    def free(self, seq_id):
+        record = self._find(seq_id)
+        for block in sorted(record.blocks):
+            self._pool.release(block)
+        self.records.remove(record)
+""",
+    "full_copy_tokens": """
+def full_copy_tokens(beam_width: int, prompt_len: int, steps: int) -> int:
+    if beam_width <= 0:
+        raise ValueError("beam_width must be positive")
+    if prompt_len <= 0:
+        raise ValueError("prompt_len must be positive")
+    if steps < 0:
+        raise ValueError("steps must be zero or more")
+    total, length = 0, prompt_len
+    for _step in range(steps):
+        total += beam_width * length  # every new beam copies its parent's tokens
+        length += 1
+    return total
+""",
+}
+
 # --- a hostile student: the library's manager in disguise, and every trick for Part 4 -----------
 HOSTILE_MANAGER = '''
 import importlib
@@ -179,6 +385,34 @@ SAMPLES = {
         about="every part right; free releases a sequence's blocks last first, so blocks come "
         "back from the pool in another order",
         cells={"CowBlockManager": REVERSE_FREE},
+    ),
+    "tuple_tables": Sample(
+        about="every part right, written another way: (tokens, tuple of blocks) per sequence, a "
+        "fork sharing the parent's tuple, free last block first, Ex 5 in closed form",
+        cells=TUPLE_TABLES,
+    ),
+    "records": Sample(
+        about="every part right, written another way: a list of records looked up by id, the "
+        "copy decided from the empty slots, blocks taken one at a time, Ex 5 added up",
+        cells=RECORDS,
+    ),
+    "hands_out_table": Sample(
+        about="block_ids returns the list the manager keeps, not a copy of it",
+        cells={"CowBlockManager": HANDS_OUT_TABLE},
+        passes=(
+            "test_own_sequences",
+            *tests_of("fork_free", "copy_on_write", "full_copy_tokens", "beam_script"),
+            *tests_of("tiny_transformer"),
+        ),
+    ),
+    "copy_after_new_blocks": Sample(
+        about="a multi-token append takes its new blocks first and the copy's block after them",
+        cells={"CowBlockManager": COPY_AFTER_NEW_BLOCKS},
+        passes=(
+            *tests_of("own_sequences", "fork_free"),
+            "test_copy_on_write",
+            *tests_of("full_copy_tokens", "beam_script", "tiny_transformer"),
+        ),
     ),
     "copies_full_block": Sample(
         about="append copies a shared last block even when it is full",

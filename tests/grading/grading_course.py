@@ -53,6 +53,8 @@ class Specific:
 SPECIFIC = {
     A0: Specific(
         points=(5, 5),
+        # Only the hidden cells' harness (kvcourse.assignment_checks.harness), for checking().
+        library=("assignment_checks",),
         # A short cell timeout keeps the looping student quick; the others never come near it.
         cell_timeout=3,
         hidden_literals=("140544", "426788", "8.738133333333334e-06", "4.3288675429726996e-05"),
@@ -75,6 +77,7 @@ SPECIFIC = {
             "0.49951171875",
             "(2992, 8)",
             "0.35479540143694194",
+            "(0, 4, 12, 8)",
         ),
         partial_message="expected the share 0.4420 (212 + 424 + 948 = 1584 of 3584 slots), "
         "got 0.792",
@@ -91,7 +94,13 @@ SPECIFIC = {
         # switch them off while student code runs; the caches and model of Part 4, run as fresh
         # private copies; the visible cells' helpers.
         library=("blocks", "attention", "kv", "model", "assignment_checks"),
-        hidden_literals=("0.609375", "2.077079107505071", "1.3678794411714423", "(2, (1, 4, 9))"),
+        hidden_literals=(
+            "0.609375",
+            "2.077079107505071",
+            "1.3678794411714423",
+            "(2, (1, 4, 9))",
+            "2.6385500076446675",
+        ),
         partial_message="half_block_waste_estimate(16, 493): expected about 0.0162, got 1.62",
         hostile_flags=(
             "defines __eq__",
@@ -111,6 +120,7 @@ SPECIFIC = {
             "(15, 16, 12, 11)",
             "(5, 48, 40, 16, 11)",
             "[26, 39, 109, 38, 111, 80, 40, 126, 83]",
+            "[[0], [6, 2, 4]]",
         ),
         partial_message="full_copy_tokens(4, 64, 32): expected 10176 (4 x [64 + sum over s = "
         "1..31 of (64 + s)] = 4 x 2544), got 9920",

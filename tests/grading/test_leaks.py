@@ -119,3 +119,18 @@ def test_checking_names_the_property_and_keeps_the_cause():
     assert isinstance(caught.value.__cause__, AssertionError)
     with checking("nothing wrong"):
         pass
+
+
+def test_a_hidden_line_inside_a_visible_one_is_no_secret():
+    """A hidden call such as ``f(*args)`` that the visible ``got = f(*args)`` holds shows in every
+    feedback page: it is not a hidden line (or the feedback of every student would be removed)."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        new_code_cell("got = kv_token_slots(*args)\nprint('visible')"),
+        new_code_cell(
+            "# Part 3, hidden tests\n### BEGIN HIDDEN TESTS\ntry:\n    kv_token_slots(*args)\n"
+            "except ValueError:\n    pass\n### END HIDDEN TESTS"
+        ),
+    ]
+    assert "kv_token_slots(*args)" not in leaks.hidden_text(nb).lines
+    assert "except ValueError:" in leaks.hidden_text(nb).lines
