@@ -95,6 +95,116 @@ def _insort(solution: str) -> str:
     return "import bisect\n\n" + code
 
 
+# --- ties: exact in binary, so every order of the arithmetic meets them -------------------------
+#: A tie between the round trip and recomputing goes to swapping (<= for <).
+SWAPS_ON_EX6_TIE = replaced(
+    '    return "swap" if round_trip < recompute_s else "recompute"',
+    '    return "swap" if round_trip <= recompute_s else "recompute"',
+)
+
+#: The same in the scheduler: recover swaps when swapping costs exactly as much as recomputing.
+SWAPS_ON_TIE = replaced(
+    '            if self.recovery == "swap" or round_trip_s < recompute_s:\n',
+    '            if self.recovery == "swap" or round_trip_s <= recompute_s:\n',
+)
+
+#: The latest arrival read from the arrival times: among requests that arrived at the same
+#: moment, max() keeps the first, the earliest in arrival order.
+VICTIM_BY_ARRIVAL_TIME = replaced(
+    _VICTIM, "        return max(self.running, key=lambda live: live.request.arrival_s)\n"
+)
+
+# --- more right answers: other arithmetic, other loops ------------------------------------------
+#: Ex 6 adds the copies one by one, as the GPU makes them, and compares out + in with
+#: recomputing; recover adds up the blocks' swap times one block at a time. The sums differ
+#: from the products in the last bits, which the tests allow for.
+COPIES_ONE_BY_ONE_EX6 = """
+import math
+
+
+def swap_out_seconds(tokens: int, block_size: int) -> float:
+    if tokens < 1 or block_size < 1:
+        raise ValueError("tokens and block_size must be positive")
+    one_copy = PCIE_PER_COPY_S + block_size * OPT13B_HIDDEN * FP16_BYTES / PCIE_BANDWIDTH
+    seconds = 0.0
+    for _block in range(math.ceil(tokens / block_size)):
+        for _layer in range(OPT13B_LAYERS):
+            for _tensor in ("K", "V"):
+                seconds += one_copy  # one copy after another
+    return seconds
+
+
+def faster_recovery(tokens: int, block_size: int, recompute_s: float) -> str:
+    if recompute_s <= 0:
+        raise ValueError("recompute_s must be positive")
+    out = swap_out_seconds(tokens, block_size)
+    back_in = swap_out_seconds(tokens, block_size)
+    if out + back_in < recompute_s:
+        return "swap"
+    return "recompute"
+"""
+
+BLOCK_BY_BLOCK = replaced(
+    "            round_trip_s = 2 * self.swap_cost.seconds(blocks)\n",
+    "            out_s = 0.0\n"
+    "            for _ in range(blocks):  # one block after another\n"
+    "                out_s += self.swap_cost.seconds(1)\n"
+    "            round_trip_s = out_s + out_s\n",
+)
+
+#: Ex 6 as bytes and fixed costs apart, compared as one way against half the recompute time;
+#: the victim found by a scan, taken out by its index, put back with deque.insert; recover
+#: written as "recompute unless swapping is strictly faster".
+APART_EX6 = """
+def swap_out_seconds(tokens: int, block_size: int) -> float:
+    if min(tokens, block_size) <= 0:
+        raise ValueError(f"need positive tokens and block_size, got {tokens}, {block_size}")
+    blocks = (tokens + block_size - 1) // block_size
+    copies = blocks * OPT13B_LAYERS * 2
+    moved = copies * block_size * OPT13B_HIDDEN * FP16_BYTES
+    return copies * PCIE_PER_COPY_S + moved / PCIE_BANDWIDTH
+
+
+def faster_recovery(tokens: int, block_size: int, recompute_s: float) -> str:
+    if not recompute_s > 0:
+        raise ValueError(f"recompute_s must be positive, got {recompute_s}")
+    one_way = swap_out_seconds(tokens, block_size)
+    return "swap" if one_way < recompute_s / 2 else "recompute"
+"""
+
+SCAN_SCHEDULER = """
+from kvcourse.serving import IterationScheduler, LiveRequest
+
+
+class MyScheduler(IterationScheduler):
+    def choose_victim(self, needy: LiveRequest) -> LiveRequest:
+        victim = needy
+        for live in self.running:
+            if live.order > victim.order:
+                victim = live
+        return victim
+
+    def preempt(self, victim: LiveRequest) -> None:
+        index = next(i for i, live in enumerate(self.running) if live is victim)
+        del self.running[index]
+        self.memory.release(victim)
+        self.preemptions = self.preemptions + 1
+        victim.preemptions = victim.preemptions + 1
+        self.waiting.insert(0, victim)
+        self.recover(victim)
+
+    def recover(self, victim: LiveRequest) -> None:
+        tokens = victim.done + victim.prompt
+        size = self.memory.block_size
+        swap_s = self.swap_cost.seconds((tokens + size - 1) // size) * 2
+        recompute_s = tokens * self.cost.per_new_token_s
+        if self.recovery == "recompute" or (self.recovery == "cheaper" and recompute_s <= swap_s):
+            self.recompute(victim)
+        elif not self.swap_out(victim):
+            self.recompute(victim)
+"""
+
+
 # --- a hostile student: vLLM's hooks inherited, and every trick for Part 1 ------------------------
 HOSTILE_SCHEDULER = """
 import kvcourse.serving
@@ -233,6 +343,33 @@ SAMPLES = {
         about="recover does not recompute a victim the full CPU pool could not take",
         cells={"MyScheduler": NO_FALLBACK},
         passes=tests_of("ex6", "choose_victim", "preempt"),
+    ),
+    "swaps_on_ex6_tie": Sample(
+        about="faster_recovery swaps when the round trip takes exactly as long as recomputing",
+        cells={"ex6": SWAPS_ON_EX6_TIE},
+        passes=(*tests_of("choose_victim", *_LATER), "test_ex6"),
+    ),
+    "swaps_on_tie": Sample(
+        about="recover swaps when swapping costs exactly as much as recomputing",
+        cells={"MyScheduler": SWAPS_ON_TIE},
+        passes=(*tests_of("ex6", "choose_victim", "preempt", "no_deadlock"), "test_recover"),
+    ),
+    "victim_by_arrival_time": Sample(
+        about="choose_victim takes the latest arrival time, so of requests that arrived at the "
+        "same moment the earliest in arrival order",
+        # ShareGPT-like arrival times never tie: only Part 5's hidden workloads meet it
+        cells={"MyScheduler": VICTIM_BY_ARRIVAL_TIME},
+        passes=(*tests_of("ex6", "preempt", "recover"), "test_no_deadlock"),
+    ),
+    "copies_one_by_one": Sample(
+        about="every part right: Ex 6 adds the copies one by one and compares out + in; recover "
+        "adds the blocks' swap times one block at a time",
+        cells={"ex6": COPIES_ONE_BY_ONE_EX6, "MyScheduler": BLOCK_BY_BLOCK},
+    ),
+    "scan_and_insert": Sample(
+        about="every part right: Ex 6 with bytes and fixed costs apart against half the recompute "
+        "time; the victim found by a scan, removed by index, put back by deque.insert",
+        cells={"ex6": APART_EX6, "MyScheduler": SCAN_SCHEDULER},
     ),
     "raises": Sample(
         about="the scheduler cell raises at top level, so MyScheduler is never defined",

@@ -137,7 +137,13 @@ SPECIFIC = {
         # them off while student code runs; the serving loop, policies and requests the tests
         # build; the visible cells' helpers.
         library=("serving", "workloads", "assignment_checks"),
-        hidden_literals=("0.0610030080", "(132, 445, 132)", "(102, 13, 126, 0)", "(86, 7, 14, 6)"),
+        hidden_literals=(
+            "0.0610030080",
+            "(132, 445, 132)",
+            "(102, 13, 126, 0)",
+            "(86, 7, 14, 6)",
+            "bandwidth=64.0",
+        ),
         partial_message="swap_out_seconds(1024, 32): expected 59.154 ms (2,560 copies of "
         "327,680 B), got 29.577 ms",
         hostile_flags=("defines __eq__", "sys.displayhook", "set_custom_exc"),
@@ -147,7 +153,12 @@ SPECIFIC = {
         # The reference hashing and caches (blocks, cluster), only to switch them off while
         # student code runs; the Mooncake traces of Part 5; the visible cells' helpers.
         library=("blocks", "cluster", "traces", "assignment_checks"),
-        hidden_literals=("[3259, 7059, 22417, 25332]", "(51614, 60209)", "((10, 4, 1), 6)"),
+        hidden_literals=(
+            "[3259, 7059, 22417, 25332]",
+            "(51614, 60209)",
+            "((10, 4, 1), 6)",
+            "[[9, 5], [7], [1]]",
+        ),
         # the failing check's message: the second block hashed without its parent
         partial_message="'a1458139c046b30bfceddc27cec9d278954774e53eaf9210606f457c12c2664e']. "
         "Hint: two full blocks",
@@ -159,7 +170,12 @@ SPECIFIC = {
         # student code runs; the prefill pool and the Mooncake traces of Part 5; the visible
         # cells' helpers.
         library=("cluster", "sizing", "traces", "assignment_checks"),
-        hidden_literals=("(64712, 28105695, 0, 0)", "(45812, 18373038, 352, 5548850)", "15_360"),
+        hidden_literals=(
+            "(64712, 28105695, 0, 0)",
+            "(45812, 18373038, 352, 5548850)",
+            "15_360",
+            "2.0**51 / 2.496e15",
+        ),
         # the failing check's message: Ex 8's KV bytes without the factor 2 of K and V
         partial_message="Ex 8a: kv_bytes_per_token(80, 8, 128, 2): expected 327680",
         hostile_flags=("defines __eq__", "sys.displayhook", "set_custom_exc"),
