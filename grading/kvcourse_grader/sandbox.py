@@ -191,7 +191,8 @@ def sandbox_args(
     workdir = workdir.resolve()
     folders = visible_folders()
     _check_apart(folders, course_root.resolve() if course_root else None, workdir)
-    args = [binary, *_namespaces()]
+    # The private /tmp first: a folder bound later may lie under /tmp (a clone there, its venv).
+    args = [binary, *_namespaces(), "--tmpfs", "/tmp"]
     for name in USR_LINKS:
         if os.path.islink(name):
             args += ["--symlink", os.readlink(name), name]
@@ -201,7 +202,7 @@ def sandbox_args(
         args += ["--ro-bind-try", name, name]
     for folder in folders:
         args += ["--ro-bind", str(folder), str(folder)]
-    args += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    args += ["--dev", "/dev", "--proc", "/proc"]
     args += ["--bind", str(channel_dir), str(channel_dir)]
     args += ["--bind", str(workdir), str(workdir)]
     # Read-only around those two binds: a course kept under /tmp must not look writable in the

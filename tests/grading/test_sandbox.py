@@ -191,6 +191,9 @@ def test_the_arguments_mount_only_the_allowlist(tmp_path):
     assert not any(Path(p) in (tmp_path, *tmp_path.parents) for p in readonly if p != "/usr")
     binds = [args[i + 2] for i, a in enumerate(args) if a == "--bind"]
     assert binds == [str(sockets), str(workdir.resolve())]
+    # The private /tmp is mounted before every bind: a venv or clone under /tmp stays visible.
+    first_bind = min(i for i, a in enumerate(args) if a in ("--bind", "--ro-bind", "--ro-bind-try"))
+    assert args.index("--tmpfs") < first_bind and args[args.index("--tmpfs") + 1] == "/tmp"
     variables = [args[i + 1] for i, a in enumerate(args) if a == "--setenv"]
     assert "PATH" in variables and "SECRET" not in variables
 
