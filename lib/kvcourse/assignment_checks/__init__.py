@@ -18,6 +18,8 @@ checks it makes.
   with given parents, on a fresh copy of the sharing cache;
 * :mod:`kvcourse.assignment_checks.schedulers`: a4's scheduler runs as letters and counters, and
   a student's scheduler with one of its hooks beside the library's others;
+* :mod:`kvcourse.assignment_checks.prefix_cache`: a5's prefix cache read as plain values (the
+  blocks it holds, its len and evictions) against the worked answers;
 * :mod:`kvcourse.assignment_checks.conductor`: a6's Conductor decisions as plain values.
 
 The per-assignment modules take the expected values from the cell that calls them, so a visible
