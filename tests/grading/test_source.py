@@ -76,6 +76,19 @@ def test_source_points_and_structure(assignment):
             assert not re.search(r"kvcourse(?!\.)", cell.source), meta["grade_id"]
 
 
+MAX_VISIBLE_TEST_LINES = 60
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_visible_test_cells_stay_short(assignment):
+    """A student reads every visible test cell: repeated wrapping belongs in the assignment's
+    helpers (kvcourse.assignment_checks), so no visible test cell passes 60 lines."""
+    for cell in graded_cells(notebook(ROOT, "solutions", assignment), hidden=False):
+        visible = cell.source.strip().splitlines()
+        grade_id = cell.metadata["nbgrader"]["grade_id"]
+        assert len(visible) <= MAX_VISIBLE_TEST_LINES, f"{assignment} {grade_id}: {len(visible)}"
+
+
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_cells_name_the_library_at_package_level(assignment):
     """Module files below the library's packages may move; the packages' names stay."""
