@@ -7,10 +7,13 @@ Not a test module; ``conftest.py`` puts this folder on ``sys.path`` so the tests
 from __future__ import annotations
 
 import ast
+import contextlib
 import html
 import importlib
+import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import types
@@ -187,15 +190,27 @@ def specific(assignment: str) -> Specific:
     return SPECIFIC.get(assignment, Specific())
 
 
-def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    """Run ``kvcourse-grade`` as an instructor of the course would: a fresh process in ``cwd``."""
-    return subprocess.run(
+def cli(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run ``kvcourse-grade`` as an instructor of the course would: a fresh process in ``cwd``.
+
+    Past ``timeout`` seconds the command and everything it started (graders, kernels) are killed,
+    so a command that overran does not keep grading beside the tests that follow."""
+    with subprocess.Popen(
         [sys.executable, "-m", "kvcourse_grader.cli", *args],
         cwd=cwd,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=600,
-    )
+        start_new_session=True,
+    ) as process:
+        try:
+            stdout, stderr = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+            raise
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
 
 def copy_course(target: Path) -> Path:
