@@ -8,8 +8,8 @@ at **60 % of peak** (312 TFLOP/s BF16 each), 1.4976 PFLOP/s sustained. A prefill
 >>> node = PrefillNode()
 >>> node.flops_per_second / 1e15
 1.4976
->>> round(node.seconds(137.4e9) * 1e6, 1)  # one token's linear layers: Exercise 8's ≈91 µs
-91.7
+>>> round(node.seconds(137e9) * 1e6)  # Exercise 8: a token's 137 GFLOP in µs
+91
 """
 
 from __future__ import annotations

@@ -140,8 +140,11 @@ def recompute_seconds_per_token(context_len: int = 0, node: PrefillNode = DEFAUL
     """Seconds to recompute one token that attends to ``context_len`` tokens on ``node`` (by
     default the lecture's: LLaMA2-70B on 8 × A800 at 60 %).
 
-    Exercise 8: LLaMA2-70B's 137.4 GFLOP of linear layers (``context_len=0``) take 91.8 µs on
-    8 × A800 (the lecture rounds to 137 GFLOP and prints ≈91 µs):
+    The count is the library's (:func:`~kvcourse.sizing.flops_per_token`: linear layers and
+    output head, plus attention to ``context_len`` tokens). For LLaMA2-70B's linear layers it is
+    137.4 GFLOP, the "about 137 GFLOP" Exercise 8 gives; the exercise's answer, ≈91 µs, divides
+    the given 137 GFLOP (:func:`~kvcourse.sizing.compute_seconds`), so this count lands a little
+    above it:
 
     >>> round(flops_per_token(LLAMA2_70B) / 1e9, 1), round(recompute_seconds_per_token() * 1e6, 1)
     (137.4, 91.8)

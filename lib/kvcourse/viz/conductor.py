@@ -3,8 +3,8 @@ the load grows.
 
 * :func:`placement_comparison_figure` draws :class:`~kvcourse.cluster.conductor_sim.ConductorRun`
   results side by side: hit rate, tokens prefilled, and mean and p90 TTFT (log scale), one bar
-  per placement with its value written on it, optional reference values (the paper's Fig. 5) as
-  hollow marks;
+  per placement with its value written on it, optional reference values (the mean TTFTs of
+  Fig. 5 of the Mooncake paper's FAST '25 version) as hollow marks;
 * :func:`ttft_load_plot` draws mean TTFT against the trace's speed-up, one line per placement.
 """
 
@@ -53,7 +53,7 @@ def placement_comparison_figure(
 ) -> Figure:
     """Three panels, one bar per placement: block hit rate, tokens prefilled (millions), and TTFT
     (mean bar, p90 tick; log scale). ``reference_ttft_s`` adds hollow diamonds for a placement's
-    quoted mean TTFT (e.g. the Mooncake paper's Fig. 5)."""
+    quoted mean TTFT (e.g. Fig. 5 of the Mooncake paper's FAST '25 version)."""
     runs = _check_runs(runs)
     names = list(runs)
     colors = [_COLORS[i % len(_COLORS)] for i in range(len(names))]

@@ -1,5 +1,6 @@
-"""The map of a Mooncake cluster (§9.2; the Mooncake paper's Fig. 1 and 4): disaggregated prefill
-and decode pools over a distributed KV pool, with the four steps of one request numbered.
+"""The map of a Mooncake cluster (§9.2; Figs. 1 and 4 of the Mooncake paper's arXiv v5, which the
+lecture follows, Figs. 2 and 3 of its FAST '25 version): disaggregated prefill and decode pools
+over a distributed KV pool, with the four steps of one request numbered.
 
 The drawing, top to bottom: the Conductor, the global scheduler that receives every request,
 picks a prefill instance and a decode instance for it and decides which KV blocks to replicate
