@@ -1,4 +1,4 @@
-"""Tests for kvcourse.model (§4, demo 2): the tiny model gives the same logits on a paged KV cache
+"""Tests for kvcourse.model (§4.2): the tiny model gives the same logits on a paged KV cache
 as on a contiguous one, whether attention gathers the blocks, walks them, runs through the Triton
 kernel or is a function passed in (assignment a2). The caches themselves: tests/kv/test_cache.py."""
 

@@ -1,4 +1,4 @@
-"""A tiny decoder-only transformer that runs on any KV cache (§4, demo 2).
+"""A tiny decoder-only transformer that runs on any KV cache (§4.2).
 
 Random weights from a seed, float64 on the CPU: small enough to read in one sitting, real enough
 to show that paging changes *where* the KV lives and not *what* the model computes. Architecture

@@ -1,6 +1,6 @@
-"""vLLM's preemption rules as the 2023 PagedAttention paper gives them (§4.5 of the paper; §6.1,
-§6.2 of the book): first come first served, preempt the latest-arrived, all or nothing, swap or
-recompute.
+"""vLLM's preemption rules as the 2023 PagedAttention paper gives them (the paper's §4.5; the
+book's §6.1 and §6.2): first come first served, preempt the latest-arrived, all or nothing, swap
+or recompute.
 
 :class:`VllmPaperScheduler` is the serving loop
 (:class:`~kvcourse.serving.scheduler.IterationScheduler`) with the paper's answers to its two

@@ -1,9 +1,10 @@
 """Why paging plus preemption cannot deadlock (§6.1, exercise 12), checked on a workload.
 
 Without reservation, a memory that runs dry mid-generation deadlocks unless somebody gives memory
-back (lecture 6, §3.5). vLLM preempts the **latest-arrived** running request, so the oldest one is
-never a victim while others run, and alone it fits (every request fits the pool alone): it always
-progresses to the end and frees its memory, and then the next oldest does. Every request finishes.
+back (as lecture 6 of the series found; the book's §1 and §6 tell it). vLLM preempts the
+**latest-arrived** running request, so the oldest one is never a victim while others run, and
+alone it fits (every request fits the pool alone): it always progresses to the end and frees its
+memory, and then the next oldest does. Every request finishes.
 
 :func:`check_progress` runs a scheduler over a workload and reports (:class:`ProgressCheck`)
 whether every request finished and how often the oldest running request was preempted — zero

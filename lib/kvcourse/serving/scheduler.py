@@ -1,8 +1,8 @@
 """The serving loop (§3.3, §6): iteration-level scheduling over KV memory, with hooks to preempt.
 
 :class:`IterationScheduler` serves a stream of requests with **iteration-level scheduling**
-(Orca's, lecture 6): each iteration, every running request produces one token, new requests join
-the batch between iterations and finished ones leave. The memory scheme
+(Orca's; the book's §3.3): each iteration, every running request produces one token, new requests
+join the batch between iterations and finished ones leave. The memory scheme
 (:mod:`kvcourse.serving.schemes`) decides how the KV memory is handed out; two hooks decide what
 happens when it runs out: :meth:`~IterationScheduler.choose_victim` (who is preempted) and
 :meth:`~IterationScheduler.preempt` (free the victim's memory, requeue it, and say how it will

@@ -1,4 +1,4 @@
-"""The map of a vLLM server (§4, "How the pieces fit"; the vLLM paper's Figure 4): a central
+"""The map of a vLLM server (§4.5; the vLLM paper's Figure 4): a central
 scheduler with its block manager, and the GPU workers it sends token ids and block tables to."""
 
 from __future__ import annotations
