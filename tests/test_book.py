@@ -131,7 +131,9 @@ def test_no_page_is_announced_as_coming():
 
 #: What comes right before a section of a *paper*, which is not the book's: "paper §4.5", "the
 #: paper's §5.2", "(vLLM paper, §4.1–4.2)", "The vLLM paper (its §8)", "Mooncake §7".
-PAPER_BEFORE = re.compile(r"(?:paper|paper's|Mooncake|Mooncake's)[\s,(]*(?:its\s+)?$")
+PAPER_BEFORE = re.compile(
+    r"(?:paper|paper's|Mooncake|Mooncake's|arXiv v\d|v\d's|FAST '25)[\s,(]*(?:its\s+)?$"
+)
 SECTION_CITED = re.compile(r"§(\d+)\.(\d+)")
 CHAPTER_CITED = re.compile(r"(?<![\w`<.])§(\d+)(?![\d.]\d)")
 LABEL_LINE = re.compile(r"^\(([\w-]+)\)=\s*$", re.M)
@@ -223,20 +225,7 @@ def test_pages_link_every_section_they_cite():
             )
 
 
-#: Page 09 mentions §6 and §8 without linking them; it is being rewritten (issue 24) and links them
-#: then. Strict: once it does, this test passes there and the mark must go.
-CHAPTERS_NOT_LINKED_YET = {"book/09_mooncake"}
-
-
-@pytest.mark.parametrize(
-    "page",
-    [
-        pytest.param(page, marks=pytest.mark.xfail(strict=True, reason="page 09's rewrite"))
-        if page in CHAPTERS_NOT_LINKED_YET
-        else page
-        for page in toc_pages()
-    ],
-)
+@pytest.mark.parametrize("page", toc_pages())
 def test_pages_link_the_chapters_they_cite(page):
     """A page that mentions §N links page N somewhere: its first mention is a link."""
     targets = page_targets()
