@@ -137,6 +137,37 @@ def test_conversation_trace_shares_one_system_block_and_is_cached_and_immutable(
     assert isinstance(trace.requests, tuple) and isinstance(first.block_ids, tuple)
 
 
+# §8's trace facts beside the lecture's (mean input ≈ 47× mean output, ≈ 720 per request, a
+# few blocks in a great many requests): (mean ÷ mean, mean per request, median per request,
+# requests holding the most used block, the next).
+TRACE_FACTS = {
+    "conversation": (35.1, 371.3, 26.4, 12_031, 43),
+    "synthetic": (102.8, 2045.7, 111.6, 24, 24),
+}
+
+
+@pytest.mark.parametrize("name", MOONCAKE_TRACES)
+def test_prompts_dwarf_outputs_and_reuse_is_uneven(name):
+    trace = load_mooncake_trace(name)
+    prompts = [r.prompt_len for r in trace.requests]
+    outputs = [r.output_len for r in trace.requests]
+    assert min(outputs) > 0  # §8 divides by every output length
+    per_request = sorted(p / o for p, o in zip(prompts, outputs, strict=True))
+    n = len(per_request)
+    median = (per_request[(n - 1) // 2] + per_request[n // 2]) / 2
+    holding = Counter(b for r in trace.requests for b in set(r.block_ids))
+    top, following = sorted(holding.values(), reverse=True)[:2]
+    got = (
+        round(trace.mean_prompt_len / trace.mean_output_len, 1),
+        round(sum(per_request) / n, 1),
+        round(median, 1),
+        top,
+        following,
+    )
+    assert got == TRACE_FACTS[name]
+    assert trace.share_blocks_seen_once > 0.5  # most blocks are used by one request only
+
+
 def test_unknown_names_raise():
     with pytest.raises(ValueError, match=r"'toolagent'.*'conversation', 'synthetic'"):
         load_mooncake_trace("toolagent")

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from kvcourse.generation import ex7_saved_share, few_shot_prefix_reuse
+from kvcourse.generation import ex7_saved_share, few_shot_prefix_reuse, few_shot_saved_shares
 
 pytestmark = pytest.mark.slow  # they decode with the tiny transformer: tens of seconds each
 
@@ -28,6 +28,14 @@ def test_the_demo_saves_what_ex7_says_and_changes_no_logit(prefix_len, cached):
     assert math.isclose(report.saved_share, report.ex7_estimate)
     assert all(10 <= q <= 30 for q in report.question_lens)
     assert report.computed_tokens == report.prompt_tokens - 7 * cached
+    # The counting shortcut behind §8's spread over seeds gives this run's share exactly.
+    assert few_shot_saved_shares(prefix_len, (0,)) == (report.saved_share,)
+
+
+def test_the_counting_shortcut_matches_another_seeds_run():
+    report = few_shot_prefix_reuse(341, seed=1)
+    assert report.question_lens != few_shot_prefix_reuse(341, seed=0).question_lens
+    assert few_shot_saved_shares(341, (1,)) == (report.saved_share,)
 
 
 def test_bad_arguments():

@@ -44,6 +44,7 @@ from kvcourse.generation.prefix_reuse import (
     PrefixReuseReport,
     ex7_saved_share,
     few_shot_prefix_reuse,
+    few_shot_saved_shares,
 )
 from kvcourse.generation.sampling_counts import (
     ParallelSamplingReport,
@@ -68,6 +69,7 @@ __all__ = [
     "ex7_saved_share",
     "expected_cow_count",
     "few_shot_prefix_reuse",
+    "few_shot_saved_shares",
     "full_copy_tokens",
     "parallel_sampling",
     "parallel_sampling_sweep",

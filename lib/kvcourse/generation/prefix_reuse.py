@@ -12,6 +12,11 @@ others find the prefix's full blocks and compute the partial prefix block and th
 beside Ex 7's estimate (the first prompt in full, every other one its prefix's partial block and
 its question), and the largest difference between each request's last-token logits and those of
 the same prompt computed from scratch in a contiguous cache (the cache must change nothing).
+
+The share saved depends only on the question lengths a seed draws, not on the model:
+:func:`few_shot_saved_shares` makes the same draws for many seeds and counts each by Ex 7's
+formula, which a real run matches exactly (``tests/generation/test_prefix_reuse.py``), so the
+spread over seeds costs a fraction of a second instead of a model run per seed.
 """
 
 from __future__ import annotations
@@ -25,9 +30,14 @@ from kvcourse._checks import check_count, check_positive_int
 from kvcourse.blocks.pool import BlockPool
 from kvcourse.kv.cache import ContiguousKVCache
 from kvcourse.kv.prefix_cache import PrefixCachingKVCache
-from kvcourse.model import TinyTransformer
+from kvcourse.model import TinyConfig, TinyTransformer
 
-__all__ = ["PrefixReuseReport", "ex7_saved_share", "few_shot_prefix_reuse"]
+__all__ = [
+    "PrefixReuseReport",
+    "ex7_saved_share",
+    "few_shot_prefix_reuse",
+    "few_shot_saved_shares",
+]
 
 
 @dataclass(frozen=True)
@@ -101,19 +111,13 @@ def few_shot_prefix_reuse(
     cache with blocks of ``block_size`` on the tiny transformer (``model``, default seed 0), and
     compare every request's last-token logits with a computation from scratch (module docstring).
     Deterministic for ``seed``."""
-    prefix_len = check_positive_int("prefix_len", prefix_len)
-    num_requests = check_positive_int("num_requests", num_requests)
-    block_size = check_positive_int("block_size", block_size)
-    low, high = (check_count("question_lens", n) for n in question_lens)
-    if not 1 <= low <= high:
-        raise ValueError(
-            f"question_lens must be (low, high) with 1 <= low <= high, got {question_lens}"
-        )
+    prefix_len, num_requests, block_size, low, high = _check_setting(
+        prefix_len, num_requests, question_lens, block_size
+    )
     model = TinyTransformer(seed=0) if model is None else model
     rng = random.Random(seed)
     vocab = model.config.vocab_size
-    prefix = [rng.randrange(vocab) for _ in range(prefix_len)]
-    lengths = tuple(rng.randint(low, high) for _ in range(num_requests))
+    prefix, lengths = _draw_prompts(rng, prefix_len, num_requests, low, high, vocab)
     longest = prefix_len + max(lengths)
     pool = BlockPool(2 * -(-longest // block_size) + 2, block_size)
     cache = PrefixCachingKVCache.for_model(model, pool)
@@ -139,3 +143,57 @@ def few_shot_prefix_reuse(
         max_logit_diff=worst,
         hit_rate=cache.prefix_cache.hit_rate,
     )
+
+
+def few_shot_saved_shares(
+    prefix_len: int = 341,
+    seeds: range | tuple[int, ...] = range(1000),
+    *,
+    num_requests: int = 8,
+    question_lens: tuple[int, int] = (10, 30),
+    block_size: int = 16,
+    vocab_size: int = TinyConfig.vocab_size,
+) -> tuple[float, ...]:
+    """The share of prefill tokens :func:`few_shot_prefix_reuse` saves with the same arguments, for
+    each of ``seeds``, without running the model: each seed's question lengths are drawn exactly
+    as the run draws them (its shared prefix first, on the tiny model's ``vocab_size`` tokens),
+    and counted by Ex 7's formula (:func:`ex7_saved_share` at their mean), which a run matches
+    whenever its later requests find exactly the prefix's full blocks cached."""
+    prefix_len, num_requests, block_size, low, high = _check_setting(
+        prefix_len, num_requests, question_lens, block_size
+    )
+    vocab_size = check_positive_int("vocab_size", vocab_size)
+    seeds = tuple(seeds)
+    if not seeds or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
+        raise ValueError(f"seeds must be a non-empty range or tuple of ints, got {seeds!r:.80}")
+    shares = []
+    for seed in seeds:
+        rng = random.Random(seed)
+        _, lengths = _draw_prompts(rng, prefix_len, num_requests, low, high, vocab_size)
+        mean_question = sum(lengths) / num_requests
+        shares.append(ex7_saved_share(prefix_len, num_requests, mean_question, block_size))
+    return tuple(shares)
+
+
+def _check_setting(
+    prefix_len: int, num_requests: int, question_lens: tuple[int, int], block_size: int
+) -> tuple[int, int, int, int, int]:
+    prefix_len = check_positive_int("prefix_len", prefix_len)
+    num_requests = check_positive_int("num_requests", num_requests)
+    block_size = check_positive_int("block_size", block_size)
+    low, high = (check_count("question_lens", n) for n in question_lens)
+    if not 1 <= low <= high:
+        raise ValueError(
+            f"question_lens must be (low, high) with 1 <= low <= high, got {question_lens}"
+        )
+    return prefix_len, num_requests, block_size, low, high
+
+
+def _draw_prompts(
+    rng: random.Random, prefix_len: int, num_requests: int, low: int, high: int, vocab: int
+) -> tuple[list[int], tuple[int, ...]]:
+    """The shared prefix's tokens, then each request's question length, in this order: the
+    seeded draws :func:`few_shot_prefix_reuse` and :func:`few_shot_saved_shares` share."""
+    prefix = [rng.randrange(vocab) for _ in range(prefix_len)]
+    lengths = tuple(rng.randint(low, high) for _ in range(num_requests))
+    return prefix, lengths

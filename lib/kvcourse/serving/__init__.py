@@ -74,6 +74,7 @@ from kvcourse.serving.swap_cost import (
 )
 from kvcourse.serving.sweep import (
     LATENCY_TARGET_S,
+    SHAREGPT_GRIDS,
     SHAREGPT_RATES,
     RateSweep,
     bisect_sustainable_rate,
@@ -125,6 +126,7 @@ __all__ = [
     "check_progress",
     # §7: latency against request rate
     "LATENCY_TARGET_S",
+    "SHAREGPT_GRIDS",
     "SHAREGPT_RATES",
     "LatencyResult",
     "RateSweep",
