@@ -5,8 +5,8 @@ requests around it. One module per job:
 * :mod:`kvcourse.cluster.prefill_node`: the prefill node every model below prices its prefill
   on (model, GPUs, share of their peak; the lecture's LLaMA2-70B on 8 × A800 at 60 %);
 * :mod:`kvcourse.cluster.prefix_replay`: a global prefix cache of a given capacity replayed over a
-  trace of block-id lists under LRU or LFU eviction, and its hit rate against capacity (Mooncake
-  Table 1);
+  trace of block-id lists under LRU or LFU eviction, and its hit rate against capacity (Table 1
+  of Mooncake's arXiv report);
 * :mod:`kvcourse.cluster.prefill_savings`: the prefill GPU time those hits save, and the storage
   the cache needs (§8.5);
 * :mod:`kvcourse.cluster.storage_tiers`: storage for compute, reading a token's KV back from a

@@ -1,5 +1,6 @@
-"""A global prefix cache replayed over a block-id trace (§8.4, Mooncake Table 1): how many of the
-trace's blocks a cache of ``capacity`` blocks already holds, under LRU or LFU eviction.
+"""A global prefix cache replayed over a block-id trace (§8.4; Table 1 of Mooncake's arXiv
+report): how many of the trace's blocks a cache of ``capacity`` blocks already holds, under LRU or
+LFU eviction.
 
 A trace is a list of requests, each the list of its full blocks' ids, in order (ints, bytes, any
 hashable values). Equal ids mean equal *whole prefixes* (chained block hashes, §8.2), as in the
@@ -63,8 +64,8 @@ class ReplayResult:
 
     ``eviction`` is the rule that chose what to evict (``"lru"`` or ``"lfu"``), ``capacity``
     ``None`` for an infinite cache, ``evictions`` the blocks it evicted. ``hits[i]`` is request
-    ``i``'s prefix hit in blocks. ``hit_rate`` is ``hit_blocks / total_blocks`` (Mooncake
-    Table 1's number).
+    ``i``'s prefix hit in blocks. ``hit_rate`` is ``hit_blocks / total_blocks`` (the number
+    in Table 1 of Mooncake's arXiv report).
     """
 
     eviction: str
@@ -115,7 +116,7 @@ def hit_rate_curve(
     capacities: Iterable[int | float | None],
     evictions: Sequence[str] = EVICTIONS,
 ) -> dict[str, list[ReplayResult]]:
-    """Mooncake's Table 1 on a trace: one replay per eviction and capacity, as
+    """Table 1 of Mooncake's arXiv report, on a trace: one replay per eviction and capacity, as
     ``{eviction: [result for each capacity, in the order given]}``.
 
     The trace is checked once for all the replays; ``capacities`` may include ``None`` or
