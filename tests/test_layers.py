@@ -100,6 +100,9 @@ def test_layer_order_and_summaries():
     assert all(r.summary.endswith((".", ")", ":")) or r.summary for r in rows)
     assert not any(r.name.rsplit(".", 1)[-1].startswith("_") for r in rows)
     assert first_sentence("One sentence. Another.\n\nMore.") == "One sentence."
+    assert first_sentence("As in the paper's Fig. 3, e.g. here. Next.") == (
+        "As in the paper's Fig. 3, e.g. here."
+    )
     assert (
         first_sentence("A sentence that goes\non over lines")
         == "A sentence that goes on over lines"

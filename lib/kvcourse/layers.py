@@ -71,6 +71,11 @@ def module_files(root: Path = PACKAGE_DIR) -> dict[str, Path]:
 
 #: A Sphinx cross-reference such as :class:`~kvcourse.blocks.pool.BlockPool`.
 _ROLE = re.compile(r":[a-z]+:`(~?)([^`]+)`")
+#: A full stop that ends a sentence: not the one of an abbreviation the docstrings use ("the
+#: paper's Fig. 3", "e.g. a block", "Ex. 6", "vs. LRU").
+_SENTENCE_END = re.compile(
+    r"(?<!\bFig)(?<!\bFigs)(?<!\be\.g)(?<!\bi\.e)(?<!\bEx)(?<!\bEq)(?<!\bvs)\. "
+)
 
 
 def first_sentence(docstring: str | None) -> str:
@@ -83,8 +88,8 @@ def first_sentence(docstring: str | None) -> str:
         lambda m: f"`{m.group(2).rsplit('.', 1)[-1] if m.group(1) else m.group(2)}`", paragraph
     )
     paragraph = paragraph.replace("``", "`")
-    end = paragraph.find(". ")
-    return paragraph if end < 0 else paragraph[: end + 1]
+    end = _SENTENCE_END.search(paragraph)
+    return paragraph if end is None else paragraph[: end.start() + 1]
 
 
 def module_summaries(root: Path = PACKAGE_DIR, *, private: bool = False) -> list[ModuleSummary]:
