@@ -150,6 +150,23 @@ def point_split(notebook_path: Path) -> tuple[float, float]:
     return visible, hidden
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_TRACEBACK_HEAD = re.compile(r"^(\w+)\s+Traceback \(most recent call last\)")
+
+
+def _error_name(output: dict) -> str:
+    """The name of the error an error output reports. A hidden check that failed reports
+    ``PropertyFailed`` raised from what actually went wrong (the harness's ``checking``); its
+    traceback starts with that cause, whose name is the one that says what happened."""
+    name = output.get("ename", "")
+    if name == "PropertyFailed":
+        for line in output.get("traceback", []):
+            head = _TRACEBACK_HEAD.match(_ANSI.sub("", str(line)))
+            if head:
+                return head.group(1)
+    return name
+
+
 def run_notes(notebook: Path) -> list[str]:
     """What went wrong at run time, read from an autograded notebook's error outputs."""
     try:
@@ -160,7 +177,7 @@ def run_notes(notebook: Path) -> list[str]:
     for cell in cells:
         for output in cell.get("outputs", []):
             if output.get("output_type") == "error":
-                name = output.get("ename", "")
+                name = _error_name(output)
                 counts[name] = counts.get(name, 0) + 1
     words = {
         "CellTimeoutError": "{} cell(s) timed out",

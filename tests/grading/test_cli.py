@@ -73,6 +73,21 @@ def test_run_notes_count_what_went_wrong(tmp_path):
     nbformat.write(new_notebook(cells=cells), path)
     assert run_notes(path) == ["1 cell(s) timed out", "2 later cell(s) not run"]
     assert run_notes(tmp_path / "missing.ipynb") == []
+    # A hidden check's PropertyFailed counts as the error it was raised from.
+    hidden = [
+        "\x1b[0;31mMemoryError\x1b[0m    Traceback (most recent call last)",
+        "MemoryError: ",
+        "The above exception was the direct cause of the following exception:",
+        "\x1b[0;31mPropertyFailed\x1b[0m    Traceback (most recent call last)",
+        "PropertyFailed: ties between instances",
+    ]
+    failed = [
+        new_output("error", ename="PropertyFailed", evalue="ties", traceback=hidden),
+        new_output("error", ename="MemoryError", evalue=""),
+        new_output("error", ename="PropertyFailed", evalue="ties", traceback=hidden[3:]),
+    ]
+    nbformat.write(new_notebook(cells=[new_code_cell("d", outputs=failed)]), path)
+    assert run_notes(path) == ["MemoryError in 2 cell(s)"]
 
 
 def test_collect_reads_files_zips_and_folders(tmp_path):
