@@ -120,8 +120,10 @@ format: venv
 	$(BIN)/ruff format .
 
 # Students' JupyterLab: grading/student_lab/ hides nbgrader's instructor tools and the news prompt.
+# Jupyter refuses to run as root (containers, some JupyterHubs) unless it is told to.
+LAB_FLAGS ?= $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root)
 lab: venv
-	JUPYTER_CONFIG_PATH="$(CURDIR)/grading/student_lab" $(BIN)/jupyter lab notebooks/
+	JUPYTER_CONFIG_PATH="$(CURDIR)/grading/student_lab" $(BIN)/jupyter lab $(LAB_FLAGS) notebooks/
 
 release: venv
 	$(BIN)/kvcourse-grade release $(ASSIGNMENTS)

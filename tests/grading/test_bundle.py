@@ -8,10 +8,12 @@ import argparse
 import hashlib
 import io
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -214,7 +216,47 @@ def test_the_student_readme_and_makefile(built):
     dry = subprocess.run(["make", "-n", "lab"], cwd=folder.path, capture_output=True, text=True)
     assert dry.returncode == 0, dry.stderr
     assert f'JUPYTER_CONFIG_PATH="{folder.path}/lab"' in dry.stdout
-    assert "pip install --quiet -e ." in dry.stdout and "jupyter lab notebooks/" in dry.stdout
+    assert "pip install --quiet -e ." in dry.stdout and "jupyter lab" in dry.stdout
+
+
+@pytest.mark.parametrize("uid", ["0", "1000"])
+def test_the_student_lab_starts_as_root_too(built, tmp_path, uid):
+    """Jupyter refuses to start as root unless told to (containers, some JupyterHubs): `make lab`
+    passes --allow-root exactly when it runs as root."""
+    _, (_, _, folder) = built
+    if shutil.which("make") is None:
+        pytest.skip("no make on this machine")
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "id").write_text(f"#!/bin/sh\necho {uid}\n")
+    (fake / "id").chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}"}
+    command = ["make", "-n", "-W", ".venv/.installed", "lab"]
+    dry = subprocess.run(command, cwd=folder.path, capture_output=True, text=True, env=env)
+    assert dry.returncode == 0, dry.stderr
+    lab = next(line for line in dry.stdout.splitlines() if "jupyter lab" in line)
+    assert ("--allow-root" in lab) == (uid == "0"), lab
+
+
+def test_an_unreachable_pytorch_index_is_given_up_at_once(built):
+    """The bundle's set-up asks PyTorch's CPU index first; where it cannot be reached the probe
+    fails within seconds and PyPI's build is taken, instead of pip retrying for minutes."""
+    _, (_, _, folder) = built
+    if shutil.which("make") is None:
+        pytest.skip("no make on this machine")
+    makefile = (folder.path / "Makefile").read_text()
+    probe = re.search(r"^REACHABLE := (.+)$", makefile, re.M).group(1)
+    start = time.monotonic()
+    for url in ("http://127.0.0.1:9/torch/", "https://unreachable.invalid/torch/"):
+        result = subprocess.run([sys.executable, "-c", probe, url], capture_output=True, timeout=30)
+        assert result.returncode != 0, url
+    assert time.monotonic() - start < 15
+    command = ["make", "-n", "-W", "pyproject.toml", "venv"]
+    dry = subprocess.run(command, cwd=folder.path, capture_output=True, text=True)
+    assert dry.returncode == 0, dry.stderr
+    assert "cannot be reached; taking PyPI's build" in dry.stdout
+    assert "--retries 1" in dry.stdout
+    assert ("download.pytorch.org/whl/cpu" in dry.stdout) == sys.platform.startswith("linux")
 
 
 def test_the_library_is_imported_from_the_bundle(built, tmp_path):
