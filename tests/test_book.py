@@ -241,8 +241,9 @@ def test_pages_link_the_chapters_they_cite(page):
     assert not unlinked, f"{page} mentions §{unlinked} but never links those pages"
 
 
-def test_the_module_table_of_section_0_cites_sections_that_exist():
-    """§0 shows each module's first docstring sentence with its § numbers linked to sections."""
+def test_the_module_table_of_the_contributors_page_cites_sections_that_exist():
+    """The contributors page shows each module's first docstring sentence with its § numbers
+    linked to sections."""
     from kvcourse.layers import module_summaries
 
     defined = set(book_sections()) | PAGE_09_LABELS
@@ -287,3 +288,18 @@ def test_assignments_name_the_sections_they_cite():
             assert f"*{page_title}*" in text, (
                 f"{notebook.name} cites {cited.group(0)} but never names its page *{page_title}*"
             )
+
+
+def test_section_0_opens_with_a_short_map_and_leaves_the_module_list_to_contributors():
+    """§0's first screen is a map of parts, chapters, library packages and assignments; the list
+    of every module (a hundred rows) is on the contributors page, not on the reader's first page."""
+    zero = (ROOT / "book" / "00_how_to_use.md").read_text(encoding="utf-8")
+    before_goals = zero[: zero.index("(sec-0-1)=")]
+    map_rows = [line for line in before_goals.splitlines() if line.startswith("| ")]
+    assert 2 <= len(map_rows) <= 10, f"§0's opening map has {len(map_rows)} rows"
+    assert "module_summaries" not in zero, (
+        "§0 lists the modules again: that list is for contributors"
+    )
+    contributors = (ROOT / "book" / "contributors.md").read_text(encoding="utf-8")
+    assert "module_summaries()" in contributors
+    assert "book/contributors" in toc_pages()
