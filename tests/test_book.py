@@ -60,6 +60,29 @@ def test_bilingual_titles(built_book):
         assert " · " in first_heading, f"{page}: title {first_heading!r} is not bilingual"
 
 
+def search_terms(built_book: Path) -> set[str]:
+    """The words the built book's search index finds on some page (as stemmed), in prose and in
+    titles. (An incremental build keeps words no page has any more, with no page: not counted.)"""
+    text = (built_book / "searchindex.js").read_text(encoding="utf-8")
+    index = json.loads(text[text.index("(") + 1 : text.rindex(")")])
+    return {
+        word
+        for words in (index["terms"], index["titleterms"])
+        for word, pages in words.items()
+        if pages != []
+    }
+
+
+@pytest.mark.slow  # builds the whole book
+def test_the_search_indexes_prose_not_code_or_tex(built_book):
+    """book/_ext/search_prose.py keeps code cells, their outputs and formulas out of the index:
+    a name only code uses and a TeX command only formulas use are not there, prose words are."""
+    terms = search_terms(built_book)
+    assert {"goodput", "conductor", "块表"} <= terms
+    for code_or_tex in ("set_matplotlib_format", "rcparam", "lceil", "frac"):
+        assert code_or_tex not in terms, f"the search index holds {code_or_tex!r}"
+
+
 #: Characters of code the theme's code box shows at 1280 px (measured in Chromium: a 652 px box
 #: of 8.4 px characters holds 77), less one for fonts that run a little wider.
 CODE_BOX_CHARS = 76
