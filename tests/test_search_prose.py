@@ -53,3 +53,32 @@ def test_the_index_gets_the_prose_and_the_page_stays_whole():
     for hidden in ("BlockTable", "printed_output", "make book", r"\frac", r"\lceil"):
         assert hidden not in text, f"{hidden!r} would be indexed"
     assert original.astext() == before, "the written page lost something"
+
+
+def test_a_partial_rebuild_keeps_the_index_entries_of_the_other_pages(tmp_path):
+    """Sphinx 7.4 drops them when it reloads the index (sphinx-doc/sphinx#12599);
+    book/_ext/keep_index_entries.py puts back those of the pages it will not rewrite."""
+    from types import SimpleNamespace
+
+    from keep_index_entries import restore_index_entries
+    from sphinx.search import js_index
+
+    frozen = {
+        "docnames": ["book/04_paged_attention", "book/glossary"],
+        "indexentries": {
+            "block table": [[0, "index-0", True], [1, "term-block-table", True]],
+            "块表": [[1, "term-10", True]],
+        },
+    }
+    (tmp_path / "searchindex.js").write_text(js_index.dumps(frozen), encoding="utf-8")
+    builder = SimpleNamespace(
+        indexer=SimpleNamespace(_index_entries={}),
+        outdir=str(tmp_path),
+        searchindex_filename="searchindex.js",
+        indexer_format=js_index,
+        env=SimpleNamespace(all_docs={"book/04_paged_attention": 0, "book/glossary": 0}),
+    )
+    restore_index_entries(builder, {"book/glossary"})  # the glossary is rewritten
+    assert builder.indexer._index_entries == {
+        "book/04_paged_attention": [("block table", "index-0", "main")]
+    }
