@@ -60,6 +60,29 @@ def test_bilingual_titles(built_book):
         assert " · " in first_heading, f"{page}: title {first_heading!r} is not bilingual"
 
 
+def search_terms(built_book: Path) -> set[str]:
+    """The words the built book's search index finds on some page (as stemmed), in prose and in
+    titles. (An incremental build keeps words no page has any more, with no page: not counted.)"""
+    text = (built_book / "searchindex.js").read_text(encoding="utf-8")
+    index = json.loads(text[text.index("(") + 1 : text.rindex(")")])
+    return {
+        word
+        for words in (index["terms"], index["titleterms"])
+        for word, pages in words.items()
+        if pages != []
+    }
+
+
+@pytest.mark.slow  # builds the whole book
+def test_the_search_indexes_prose_not_code_or_tex(built_book):
+    """book/_ext/search_prose.py keeps code cells, their outputs and formulas out of the index:
+    a name only code uses and a TeX command only formulas use are not there, prose words are."""
+    terms = search_terms(built_book)
+    assert {"goodput", "conductor", "块表"} <= terms
+    for code_or_tex in ("set_matplotlib_format", "rcparam", "lceil", "frac"):
+        assert code_or_tex not in terms, f"the search index holds {code_or_tex!r}"
+
+
 #: Characters of code the theme's code box shows at 1280 px (measured in Chromium: a 652 px box
 #: of 8.4 px characters holds 77), less one for fonts that run a little wider.
 CODE_BOX_CHARS = 76
@@ -241,8 +264,9 @@ def test_pages_link_the_chapters_they_cite(page):
     assert not unlinked, f"{page} mentions §{unlinked} but never links those pages"
 
 
-def test_the_module_table_of_section_0_cites_sections_that_exist():
-    """§0 shows each module's first docstring sentence with its § numbers linked to sections."""
+def test_the_module_table_of_the_contributors_page_cites_sections_that_exist():
+    """The contributors page shows each module's first docstring sentence with its § numbers
+    linked to sections."""
     from kvcourse.layers import module_summaries
 
     defined = set(book_sections()) | PAGE_09_LABELS
@@ -287,3 +311,18 @@ def test_assignments_name_the_sections_they_cite():
             assert f"*{page_title}*" in text, (
                 f"{notebook.name} cites {cited.group(0)} but never names its page *{page_title}*"
             )
+
+
+def test_section_0_opens_with_a_short_map_and_leaves_the_module_list_to_contributors():
+    """§0's first screen is a map of parts, chapters, library packages and assignments; the list
+    of every module (a hundred rows) is on the contributors page, not on the reader's first page."""
+    zero = (ROOT / "book" / "00_how_to_use.md").read_text(encoding="utf-8")
+    before_goals = zero[: zero.index("(sec-0-1)=")]
+    parts = [line for line in before_goals.splitlines() if line.startswith("* **")]
+    assert 2 <= len(parts) <= 8, f"§0's opening map has {len(parts)} parts"
+    assert "module_summaries" not in zero, (
+        "§0 lists the modules again: that list is for contributors"
+    )
+    contributors = (ROOT / "book" / "contributors.md").read_text(encoding="utf-8")
+    assert "module_summaries()" in contributors
+    assert "book/contributors" in toc_pages()

@@ -16,7 +16,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-OWN = {"kvcourse", "kvcourse_grader", "grading_course", "postgres_server", "conftest"}
+#: The project's own modules: its packages, the tests' helpers and the book's Sphinx extensions.
+OWN = {"kvcourse", "kvcourse_grader", "grading_course", "postgres_server", "conftest"} | {
+    extension.stem for extension in (ROOT / "book" / "_ext").glob("*.py")
+}
 
 
 def _name(requirement: str) -> str:

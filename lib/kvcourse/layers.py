@@ -2,8 +2,8 @@
 
 The library is a stack: a module imports only from its own layer or the layers below it, so each
 layer can be read, tested and taught without the ones above. ``tests/test_layers.py`` holds the
-library to that rule (and to small modules); §0 of the book prints :func:`module_summaries` as the
-map of the library.
+library to that rule (and to small modules); the book's page for contributors
+(``book/contributors.md``) prints :func:`module_summaries` as the map of the library.
 """
 
 from __future__ import annotations

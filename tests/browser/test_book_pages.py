@@ -1,7 +1,7 @@
 """The built book in a real browser, at a laptop's and a phone's width: every page loads clean,
 equations are typeset, nothing is wider than the screen, the phone menu opens the contents, and
-search finds English and Chinese terms. A screenshot of every page at both widths is kept under
-``_build/test-artifacts/book/``."""
+search finds English and Chinese terms, lists the page about a term first and quotes prose. A
+screenshot of every page at both widths is kept under ``_build/test-artifacts/book/``."""
 
 import re
 from html.parser import HTMLParser
@@ -142,3 +142,56 @@ def test_search_finds_english_and_chinese_terms(browser, book_url, query, expect
     )
     page.close()
     assert any(expected in hit for hit in hits), f"searching {query!r} found {hits}"
+
+
+#: What code looks like in a snippet: a statement, a call the pages make, a fold button's label.
+CODE = re.compile(r"\bimport \w|\bglue\(|\bdef \w+\(|\bprint\(|\bdisplay\(|Show code cell")
+
+
+@pytest.mark.parametrize(
+    "query, expected",
+    [
+        ("Conductor", "09_mooncake"),
+        ("copy-on-write", "02_virtual_memory"),
+        ("block table", "04_paged_attention"),
+        ("块表", "04_paged_attention"),
+        ("MLA", "10_kv_cheaper"),
+        ("goodput", "09_mooncake"),
+    ],
+)
+def test_search_lists_the_page_about_a_term_first_and_quotes_prose(
+    browser, book_url, query, expected
+):
+    """The page that introduces a term (its glossary entry says which) comes before the glossary
+    entry and before pages that only use the term, and no snippet quotes code or raw TeX."""
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(f"{book_url}/search.html?q={query}", wait_until="networkidle")
+    page.wait_for_function(
+        r"""() => {
+            const status = document.querySelector('#search-results p.search-summary');
+            const items = document.querySelectorAll('#search-results ul.search li');
+            const quoted = document.querySelectorAll('#search-results ul.search li p.context');
+            return status && /\d/.test(status.innerText) && items.length === quoted.length;
+        }""",
+        timeout=20000,
+    )
+    hits = page.locator("#search-results ul.search li").evaluate_all(
+        """items => items.map(li => ({
+            href: li.querySelector('a').getAttribute('href'),
+            snippet: li.querySelector('p.context').innerText,
+        }))"""
+    )
+    page.close()
+    assert hits, f"searching {query!r} found nothing"
+    assert expected in hits[0]["href"], (
+        f"searching {query!r} lists {[h['href'] for h in hits[:4]]} first, not {expected}"
+    )
+    assert "glossary" in " ".join(h["href"] for h in hits[1:4]), (
+        f"searching {query!r}: the glossary entry is not among the next hits"
+    )
+    for hit in hits:
+        for bad in (RAW_TEX, CODE):
+            assert not bad.search(hit["snippet"]), (
+                f"searching {query!r}: the snippet under {hit['href']} quotes code or TeX: "
+                f"{hit['snippet']!r}"
+            )
