@@ -275,7 +275,7 @@ class BlockPool:
 
     def release_many(self, block_ids: Iterable[int]) -> list[int]:
         """Drop one reference to each of ``block_ids``, given in eviction priority (the block to
-        evict first first: a sequence's blocks last block first, as vLLM frees them), and return
+        evict first first: a sequence's blocks last block first, as vLLM v1 frees them), and return
         those that went free, in that order. They join the tail of the queue in that order; with
         ``uncached_first`` those without a hash go to the head as a group, the first given at
         the very head (vLLM v1, v0.33.0 ``BlockPool.free_blocks``: ``prepend_n``). All or

@@ -21,8 +21,9 @@ and their names, in the pool's free queue, the least recently used at its head. 
 3. **names what it computed** (:meth:`PrefixCache.register`) once its KV is written: every full
    block gets its hash, so the next request can hit it;
 4. **gives its blocks back** (:meth:`PrefixCache.free`), last block first: a sequence's tail is the
-   part least likely to be shared, so it should be evicted first (vLLM frees in the same order:
-   the 2023 paper's v0 and v1 alike).
+   part least likely to be shared, so it should be evicted first (vLLM's order: v1 frees a
+   request's blocks last first, and v0's prefix-caching evictor breaks a tie toward the block
+   with more hashed tokens, the tail).
 
 Invariants: a hit returns only a block whose whole prefix equals the request's (equal chained
 hash); every block a request holds has one reference from it; cached tokens are always fewer than
@@ -104,12 +105,12 @@ class PrefixCache:
     """Automatic prefix caching over ``pool``, by the course's rules or vLLM v1's (the module
     docstring says where they differ).
 
-    ``eviction`` chooses the block :meth:`allocate` evicts (:data:`EVICTIONS`): ``"lru"``
-    takes the pool's free-queue order, O(1), as vLLM does; ``"lfu"`` scans the free blocks,
-    O(free blocks). ``naming`` (:data:`NAMINGS`) says when a full block gets its name:
-    ``"computed"``, once :meth:`register` is called after its KV is written (the course's
-    default); ``"allocated"``, as soon as :meth:`allocate` or :meth:`grow` hands it out (vLLM
-    v1's). The pool's own options give v1's duplicate copies and free order.
+    ``eviction`` chooses the block :meth:`allocate` evicts (:data:`EVICTIONS`): ``"lru"`` takes the
+    pool's free-queue order, O(1), as vLLM's v0 and v1 do; ``"lfu"`` scans the free blocks, O(free
+    blocks). ``naming`` (:data:`NAMINGS`) says when a full block gets its name: ``"computed"``, once
+    :meth:`register` is called after its KV is written (the course's default); ``"allocated"``, as
+    soon as :meth:`allocate` or :meth:`grow` hands it out (vLLM v1's). The pool's own options give
+    v1's duplicate copies and free order.
 
     ``root`` is the chained hashes' root (:data:`~kvcourse.blocks.hashing.ROOT_HASH`); give two
     models different roots so that they never share blocks. The counters, for the hit rate:

@@ -1,7 +1,8 @@
-"""vLLM v1's paged KV memory in the serving loop (§6): what the 2023 paper's rules become in vLLM v1
-(release v0.33.0, ``vllm/v1/core/sched/scheduler.py`` and ``vllm/v1/core/kv_cache_manager.py``).
+"""vLLM v1's paged KV memory in the serving loop (§6), beside the 2023 paper's: admission for the
+prompt only, a preempted request's cached blocks kept, no swapping.
 
-The course's :class:`~kvcourse.serving.memory.PagedMemory` and
+Read at vLLM release v0.33.0, in ``vllm/v1/core/sched/scheduler.py`` and
+``vllm/v1/core/kv_cache_manager.py``. The course's :class:`~kvcourse.serving.memory.PagedMemory` and
 :class:`~kvcourse.serving.preemption.VllmPaperScheduler` follow the paper. vLLM v1 keeps the
 paper's order — first come first served, admission stops at the first request that does not fit,
 nobody is admitted in a step that preempted, the victim is the latest-arrived running request and

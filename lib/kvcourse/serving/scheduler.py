@@ -21,9 +21,9 @@ the one the book runs; assignment a4 writes them again.
    marks how it resumes; the loop checks that it did (:class:`PreemptionError` if not);
 3. unless step 2 preempted somebody, waiting requests are admitted in queue order while their
    memory fits — Max and Oracle: the allocator returns a run of 2048, or prompt + output, slots;
-   Paged: the free blocks hold the (re)prompt plus the first new token; a swapped request gets
-   GPU blocks again and its KV is copied back in. The first request that does not fit stops
-   admission (no overtaking);
+   Paged: the free blocks hold the (re)prompt plus the first new token (the course's rule; vLLM
+   v1's memory asks for the (re)prompt only); a swapped request gets GPU blocks again and its KV
+   is copied back in. The first request that does not fit stops admission (no overtaking);
 4. every running request stores one more token: a newly admitted or recomputed one stores its
    whole (re)prompt (prefill) and its next output token, the others one token each (decode). A
    request of output length ``o`` therefore runs ``o`` iterations and finishes holding
