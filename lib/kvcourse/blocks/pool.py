@@ -84,9 +84,9 @@ class BlockPool:
 
     Two rules of vLLM v1 (release v0.33.0, ``vllm/v1/core/block_pool.py``) are options, off in
     the course's pool: ``uncached_first`` puts a freed block that holds no hash at the head of the
-    free queue, reused before any cached block is evicted (``BlockPool.free_blocks``);
-    ``keep_duplicates`` names a block with a hash another block already holds
-    (``BlockHashToBlockMap``), so evicting one copy keeps the prefix cached.
+    free queue, reused before any cached block is evicted (``BlockPool.free_blocks``, since vLLM
+    pull request 42656 of 2026); ``keep_duplicates`` names a block with a hash another block
+    already holds (``BlockHashToBlockMap``), so evicting one copy keeps the prefix cached.
 
     >>> pool = BlockPool(num_blocks=8, block_size=4, taken=[0, 2, 3, 5, 6])
     >>> pool.allocate(), pool.allocate(), pool.num_free
