@@ -29,6 +29,10 @@ goes back to the front of the queue, all or nothing — and changes what the mem
   is the only recovery), and its admission watermark (``SchedulerConfig.watermark``) is 0 by
   default; the course's memories keep none either.
 
+The loop leaves out what v1 adds on top: a budget of tokens per step (``max_num_batched_tokens``)
+and chunked prefill (``enable_chunked_prefill``, on by default), which split a long prompt over
+several steps; here every prefill runs whole in one iteration.
+
 A request's own blocks are named ``(order, request id, block index)``: the serving loop's
 requests have lengths, not tokens, so no two share a prefix and only a request's own blocks can
 ever hit (v1 names a block when it allocates it; with no sharing, naming the full blocks when the
