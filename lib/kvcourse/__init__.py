@@ -17,7 +17,7 @@ It is a stack of layers; a module imports only from its own layer or the ones be
 * :mod:`kvcourse.model`: a seeded tiny transformer that runs on any KV cache;
 * :mod:`kvcourse.generation`: parallel sampling and beam search on shared blocks;
 * :mod:`kvcourse.serving`: the iteration cost model, memory schemes, the serving loop and the 2023
-  vLLM paper's preemption, and the simulations of §3, §6 and §7;
+  vLLM paper's preemption (and vLLM v1's memory beside it), and the simulations of §3, §6 and §7;
 * :mod:`kvcourse.cluster`: Mooncake's side (§8.4 to §9): a cluster-wide prefix cache replayed over
   traces, storage tiers, layer-wise and chunked prefill, the Conductor's placements, and overload
   with its rejection rules;

@@ -8,15 +8,16 @@ RMSNorm and an output projection to the vocabulary.
 
 :meth:`TinyTransformer.forward` takes a *ragged batch*: for each sequence, the token ids that are
 new this step (a whole prompt for prefill, one token for decode, mixed freely in one batch). The
-linear layers run on all new tokens of the batch at once; attention runs per sequence, against
-that sequence's cache (selective batching, as in Orca and vLLM). The cache is anything with the
-:class:`~kvcourse.kv.protocols.KVCache` methods ``length``, ``write`` and ``read``. Attention can
-also be a function passed in (a :data:`DecodeAttention`, the interface of assignment a2): the model
-then calls it once per new token, over the sequence's blocks. ``attention="kernel"`` runs each
-layer's attention for the whole batch through the Triton paged decode kernel, on the paged cache's
-own block arrays and block tables (:mod:`kvcourse.attention.cache_decode`). The kernel takes
-float32, float16 or bfloat16, so that mode needs a cache built in one of them
-(``paged_cache(pool, dtype=torch.float32)``); the rest of the model stays float64.
+linear layers run on all new tokens of the batch at once; attention runs per sequence, against that
+sequence's cache (selective batching, as in Orca and vLLM, the paper's and v1). The cache is
+anything with the :class:`~kvcourse.kv.protocols.KVCache` methods ``length``, ``write`` and
+``read``. Attention can also be a function passed in (a :data:`DecodeAttention`, the interface of
+assignment a2): the model then calls it once per new token, over the sequence's blocks.
+``attention="kernel"`` runs each layer's attention for the whole batch through the Triton paged
+decode kernel, on the paged cache's own block arrays and block tables
+(:mod:`kvcourse.attention.cache_decode`). The kernel takes float32, float16 or bfloat16, so that
+mode needs a cache built in one of them (``paged_cache(pool, dtype=torch.float32)``); the rest of
+the model stays float64.
 
 :func:`paged_vs_contiguous` runs the lecture's experiment in one call: a batch of uneven prompts,
 prefill plus greedy decode steps, on a contiguous cache and on paged caches of several block

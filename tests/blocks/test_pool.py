@@ -66,6 +66,17 @@ def test_free_queue_refuses_bad_operations_and_changes_nothing():
     queue.check_links()
 
 
+def test_free_queue_appendleft_puts_a_block_at_the_head():
+    queue = FreeBlockQueue(5, [0, 1])
+    queue.appendleft(3)
+    queue.appendleft(4)
+    assert list(queue) == [4, 3, 0, 1] and queue.head == 4
+    with pytest.raises(ValueError, match="already in the free queue"):
+        queue.appendleft(0)
+    assert list(queue) == [4, 3, 0, 1]
+    queue.check_links()
+
+
 def test_check_links_notices_a_broken_queue():
     queue = FreeBlockQueue(4, [0, 1, 2])
     queue._next[1] = 0  # a cycle that never comes back to the sentinel
@@ -79,10 +90,13 @@ def test_check_links_notices_a_broken_queue():
 
 @given(
     st.integers(1, 10),
-    st.lists(st.tuples(st.sampled_from(["pop", "append", "remove"]), st.integers(0, 9))),
+    st.lists(
+        st.tuples(st.sampled_from(["pop", "append", "appendleft", "remove"]), st.integers(0, 9))
+    ),
 )
 def test_free_queue_behaves_like_a_list(num_blocks, program):
-    """Any program of popleft / append / remove matches a plain list, and the links stay whole."""
+    """Any program of popleft / append / appendleft / remove matches a plain list, and the links
+    stay whole."""
     queue, model = FreeBlockQueue(num_blocks, range(num_blocks)), list(range(num_blocks))
     for op, block in program:
         block %= num_blocks
@@ -91,6 +105,9 @@ def test_free_queue_behaves_like_a_list(num_blocks, program):
         elif op == "append" and block not in model:
             queue.append(block)
             model.append(block)
+        elif op == "appendleft" and block not in model:
+            queue.appendleft(block)
+            model.insert(0, block)
         elif op == "remove" and block in model:
             queue.remove(block)
             model.remove(block)
@@ -352,14 +369,40 @@ class PoolMachine(RuleBasedStateMachine):
     one pool, against a model: a list for the free queue (head first), a count per block and a
     dict of hashes."""
 
-    @initialize(num_blocks=st.integers(1, 10), data=st.data())
-    def setup(self, num_blocks, data):
+    @initialize(
+        num_blocks=st.integers(1, 10),
+        uncached_first=st.booleans(),
+        keep_duplicates=st.booleans(),
+        data=st.data(),
+    )
+    def setup(self, num_blocks, uncached_first, keep_duplicates, data):
         taken = data.draw(st.lists(st.integers(0, num_blocks - 1), unique=True, max_size=3))
-        self.pool = BlockPool(num_blocks, 4, taken=taken)
+        self.pool = BlockPool(
+            num_blocks,
+            4,
+            taken=taken,
+            uncached_first=uncached_first,
+            keep_duplicates=keep_duplicates,
+        )
+        self.uncached_first, self.keep_duplicates = uncached_first, keep_duplicates
         self.refs = [1 if b in taken else 0 for b in range(num_blocks)]
         self.queue = [b for b in range(num_blocks) if b not in taken]
         self.hashes: dict[int, str] = {}  # block -> hash
+        self.named: dict[int, int] = {}  # block -> when it was named (the earliest copy wins)
+        self.clock = 0
         self.evictions = 0
+
+    def holder(self, name: str) -> int | None:
+        """The block a lookup of ``name`` finds in the model: the earliest named holder."""
+        holders = [b for b, h in self.hashes.items() if h == name]
+        return min(holders, key=self.named.__getitem__) if holders else None
+
+    def freed(self, block: int) -> None:
+        """Queue a block whose last reference went, as the pool's rule says."""
+        if self.uncached_first and block not in self.hashes:
+            self.queue.insert(0, block)
+        else:
+            self.queue.append(block)
 
     def check_unchanged(self, call, error) -> None:
         before = pool_state(self.pool)
@@ -373,6 +416,7 @@ class PoolMachine(RuleBasedStateMachine):
         assert self.refs[block] == 0  # never hand out a referenced block
         self.refs[block] = 1
         if self.hashes.pop(block, None) is not None:
+            del self.named[block]
             self.evictions += 1
         return block
 
@@ -412,8 +456,26 @@ class PoolMachine(RuleBasedStateMachine):
             return
         self.refs[block] -= 1
         if self.refs[block] == 0:
-            self.queue.append(block)
+            self.freed(block)
         assert self.pool.release(block) == (self.refs[block] == 0)
+
+    @rule(blocks=st.lists(st.integers(0, 9), max_size=5))
+    def release_many(self, blocks):
+        blocks = [b % self.pool.num_blocks for b in blocks]
+        if any(blocks.count(b) > self.refs[b] for b in blocks):
+            self.check_unchanged(lambda: self.pool.release_many(blocks), ValueError)
+            return
+        freed, first = [], []
+        for block in blocks:
+            self.refs[block] -= 1
+            if self.refs[block] == 0:
+                freed.append(block)
+                if self.uncached_first and block not in self.hashes:
+                    first.append(block)
+                else:
+                    self.queue.append(block)
+        self.queue[:0] = first  # as a group, the first given at the head
+        assert self.pool.release_many(blocks) == freed
 
     @rule(block=st.integers(0, 9), name=st.sampled_from(HASHES))
     def set_hash(self, block, name):
@@ -422,15 +484,19 @@ class PoolMachine(RuleBasedStateMachine):
         if self.refs[block] == 0 or own not in (None, name):
             self.check_unchanged(lambda: self.pool.set_block_hash(block, name), ValueError)
             return
-        holder = next((b for b, h in self.hashes.items() if h == name), None)
-        if holder is None:
+        holder = self.holder(name)
+        if holder is None or (self.keep_duplicates and own is None):
             self.hashes[block] = name
+            self.named[block] = self.clock
+            self.clock += 1
             holder = block
+        elif own == name:
+            holder = block if self.keep_duplicates else holder
         assert self.pool.set_block_hash(block, name) == holder
 
     @rule(name=st.sampled_from(HASHES))
     def touch(self, name):
-        holder = next((b for b, h in self.hashes.items() if h == name), None)
+        holder = self.holder(name)
         if holder is None:
             self.check_unchanged(lambda: self.pool.touch(name), ValueError)
             return
@@ -472,8 +538,10 @@ class PoolMachine(RuleBasedStateMachine):
         for name in HASHES:
             block = pool.cached_block(name)
             assert block is None or pool.block_hash(block) == name
+            assert block == self.holder(name)
         hashed = [b for b in range(pool.num_blocks) if pool.block_hash(b) is not None]
-        assert all(pool.cached_block(pool.block_hash(b)) == b for b in hashed)
+        if not self.keep_duplicates:  # one block per hash
+            assert all(pool.cached_block(pool.block_hash(b)) == b for b in hashed)
         assert pool.num_cached == len(hashed)
         assert pool.num_cached_free == sum(pool.is_free(b) for b in hashed)
 
@@ -503,3 +571,76 @@ def test_allocate_block_takes_a_chosen_free_block_and_evicts_its_hash():
     assert a not in pool.free_queue() and pool.num_free == 3
     with pytest.raises(ValueError, match="in use"):
         pool.allocate_block(a)
+
+
+# ---------------------------------------------------------------------------- vLLM v1's options
+
+
+def test_release_many_frees_a_sequence_tail_first_and_is_all_or_nothing():
+    """Mirrors vLLM v1's KVCacheManager.free (vllm/v1/core/single_type_kv_cache_manager.py,
+    SingleTypeKVCacheManager.free, v0.33.0): a request's blocks are freed last block first, so
+    its tail is evicted first."""
+    pool = BlockPool(6, 4)
+    blocks = pool.allocate_many(4)  # 0, 1, 2, 3
+    pool.share(1)
+    assert pool.release_many(reversed(blocks)) == [3, 2, 0]  # block 1 is still shared
+    assert pool.free_queue() == (4, 5, 3, 2, 0)
+    before = pool_state(pool)
+    with pytest.raises(ValueError, match="cannot release block 1 2 times"):
+        pool.release_many([1, 1])
+    with pytest.raises(ValueError, match="double free"):
+        pool.release_many([1, 3])
+    with pytest.raises(TypeError, match="list of block ids"):
+        pool.release_many(7)
+    assert pool_state(pool) == before
+
+
+def test_uncached_first_reuses_blocks_without_a_hash_before_evicting_cached_ones():
+    """vLLM v1's free order (vllm/v1/core/block_pool.py, BlockPool.free_blocks, v0.33.0): a
+    freed block without a hash is prepended to the free queue (prepend_n, "LIFO reuse of
+    non-cached blocks"), a cached one appended (LRU). The course's pool appends both, so a block
+    that holds nothing can wait behind a cached prefix that is evicted first."""
+    for uncached_first, queue_after, evicted in [
+        (False, (2, 0, 1), [Eviction(0, "h0")]),
+        (True, (1, 2, 0), []),
+    ]:
+        pool = BlockPool(3, 4, uncached_first=uncached_first)
+        a, b = pool.allocate(), pool.allocate()  # 0: a finished prefix, named; 1: holds nothing
+        pool.set_block_hash(a, "h0")
+        pool.release(a)
+        pool.release(b)
+        assert pool.free_queue() == queue_after
+        pool.allocate_many(2)
+        assert list(pool.last_evictions) == evicted
+        assert pool.cached_block("h0") == (None if evicted else 0)
+
+
+def test_uncached_first_prepends_a_group_in_the_order_given():
+    """v1 prepends the freed hash-less blocks as one group (FreeKVCacheBlockQueue.prepend_n):
+    the first block given, the request's last, is handed out first."""
+    pool = BlockPool(5, 4, uncached_first=True)
+    blocks = pool.allocate_many(3)  # 0, 1, 2; none named
+    pool.release_many(reversed(blocks))
+    assert pool.free_queue() == (2, 1, 0, 3, 4)
+    pool = BlockPool(5, 4, uncached_first=True)
+    for block in reversed(pool.allocate_many(3)):  # one at a time: each goes to the head
+        pool.release(block)
+    assert pool.free_queue() == (0, 1, 2, 3, 4)
+
+
+def test_keep_duplicates_keeps_a_prefix_cached_while_any_copy_is():
+    """vLLM v1 does not de-duplicate cached blocks (vllm/v1/core/block_pool.py,
+    BlockHashToBlockMap, v0.33.0): a second block computing a prefix is named too, a lookup
+    returns the earliest (get_one_block), and evicting one copy keeps the other (pop(key,
+    block_id)). The course's pool names only the first, so evicting it loses the prefix."""
+    for keep, found_after in [(False, None), (True, 1)]:
+        pool = BlockPool(3, 4, keep_duplicates=keep)
+        first, second = pool.allocate(), pool.allocate()  # 0 and 1 compute the same prefix
+        assert pool.set_block_hash(first, "p") == first
+        assert pool.set_block_hash(second, "p") == (second if keep else first)
+        assert pool.num_cached == (2 if keep else 1)
+        assert pool.cached_block("p") == first  # the earliest named
+        pool.release(first)
+        pool.allocate_many(2)  # block 2, then block 0: its copy of "p" is evicted
+        assert pool.last_evictions == (Eviction(first, "p"),)
+        assert pool.cached_block("p") == found_after

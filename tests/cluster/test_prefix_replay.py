@@ -40,6 +40,35 @@ def test_lru_hand_trace():
     assert (result.eviction, result.capacity) == ("lru", 3)
 
 
+def test_lru_hand_trace_tail_first():
+    """vLLM frees a request's blocks last block first (v1, v0.33.0: vllm/v1/core/
+    single_type_kv_cache_manager.py, SingleTypeKVCacheManager.free; the paper's v0 alike), so of
+    blocks used together the tail is evicted first: the replay's tail_first."""
+    # capacity 3; the cache listed least recently used first; each request referenced tail first.
+    # r0 A B: misses                              -> B A
+    # r1 A C: A hits; C, then A, referenced       -> B C A
+    # r2 D:   D inserted, B evicted               -> C A D          (evictions: B)
+    # r3 A B: A hits; B, then A; C evicted        -> D B A          (C)
+    # r4 D E: D hits; E, then D; B evicted        -> A E D          (B)
+    # r5 A B: A hits, B does not; B, then A; E evicted -> D B A    (E)
+    result = replay_prefix_cache(HAND_TRACE, 3, "lru", tail_first=True)
+    assert result.hits == (0, 1, 0, 1, 1, 1)
+    assert (result.hit_blocks, result.evictions, result.tail_first) == (4, 4, True)
+    assert replay_prefix_cache(HAND_TRACE, 3, "lru").tail_first is False
+
+
+def test_tail_first_keeps_a_shared_prefix_that_head_first_loses():
+    """Two requests share blocks 1, 2; a third pushes two blocks out. Head first, the shared
+    prefix is the least recently used and goes; tail first (vLLM's order), the tails 3 and 4 go,
+    and the fourth request hits the prefix."""
+    trace = [[1, 2, 3], [1, 2, 4], [5, 6], [1, 2, 3]]
+    for eviction in EVICTIONS:
+        head = replay_prefix_cache(trace, 4, eviction)
+        tail = replay_prefix_cache(trace, 4, eviction, tail_first=True)
+        assert tail.hits == (0, 2, 0, 2)
+        assert head.hits == ((0, 2, 0, 0) if eviction == "lru" else (0, 2, 0, 2))
+
+
 def test_lfu_hand_trace():
     # capacity 3; each block with its count, the eviction candidates ordered (count, last use).
     # r0 A B: misses                          -> A1 B1
@@ -141,9 +170,10 @@ def test_docstring_examples():
 # ---------------------------------------------------------------------------- references
 
 
-def reference_replay(trace, capacity, eviction):
+def reference_replay(trace, capacity, eviction, tail_first=False):
     """The rules done the slow, obvious way: a dict of (count, last use), victims found by a scan
-    over the cache when each missing block is inserted (not all at once, as the fast one does)."""
+    over the cache when each missing block is inserted (not all at once, as the fast one does);
+    ``tail_first`` references each request's blocks last first."""
     cache = {}  # block -> [count, last use]
     clock, hits, evictions = 0, [], 0
     for blocks in trace:
@@ -153,7 +183,7 @@ def reference_replay(trace, capacity, eviction):
             hit += 1
         hits.append(hit)
         kept = blocks if capacity is None else blocks[:capacity]
-        for block in kept:
+        for block in reversed(kept) if tail_first else kept:
             clock += 1
             if block in cache:
                 cache[block][0] += 1
@@ -210,10 +240,12 @@ def traces(draw, max_requests=30, ids=14, max_len=8):
 
 @settings(max_examples=300, deadline=None)
 @given(trace=traces(), capacity=st.one_of(st.none(), st.integers(1, 12)))
+@pytest.mark.parametrize("tail_first", [False, True])
 @pytest.mark.parametrize("eviction", EVICTIONS)
-def test_fast_replay_agrees_with_the_reference(eviction, trace, capacity):
-    result = replay_prefix_cache(trace, capacity, eviction)
-    assert (result.hits, result.evictions) == reference_replay(trace, capacity, eviction)
+def test_fast_replay_agrees_with_the_reference(eviction, tail_first, trace, capacity):
+    result = replay_prefix_cache(trace, capacity, eviction, tail_first=tail_first)
+    expected = reference_replay(trace, capacity, eviction, tail_first)
+    assert (result.hits, result.evictions) == expected
     assert result.hit_blocks == sum(result.hits) and result.total_blocks == sum(map(len, trace))
     seen, expected = set(), []  # the infinite cache: blocks seen before, in a leading run
     for blocks in trace:
@@ -222,7 +254,7 @@ def test_fast_replay_agrees_with_the_reference(eviction, trace, capacity):
             run += 1
         expected.append(run)
         seen.update(blocks)
-    infinite = replay_prefix_cache(trace, None, eviction).hits
+    infinite = replay_prefix_cache(trace, None, eviction, tail_first=tail_first).hits
     assert infinite == tuple(expected)
     assert all(h <= i for h, i in zip(result.hits, infinite, strict=True))
 
@@ -243,9 +275,11 @@ def test_fast_replay_agrees_with_the_reference_on_a_longer_trace(eviction):
         trace.append(request + list(range(next_id + 10, next_id + 10 + fresh)))
         next_id += fresh
     for capacity in (3, 17, 60, 250):
-        result = replay_prefix_cache(trace, capacity, eviction)
-        assert (result.hits, result.evictions) == reference_replay(trace, capacity, eviction)
-        assert result.evictions > 0 and result.hit_blocks > 0
+        for tail_first in (False, True):
+            result = replay_prefix_cache(trace, capacity, eviction, tail_first=tail_first)
+            expected = reference_replay(trace, capacity, eviction, tail_first)
+            assert (result.hits, result.evictions) == expected
+            assert result.evictions > 0 and result.hit_blocks > 0
 
 
 @settings(max_examples=200, deadline=None)
@@ -256,11 +290,16 @@ def test_lru_is_plain_block_lru_when_requests_fit(trace, spare):
 
 
 @settings(max_examples=200, deadline=None)
-@given(trace=traces(), capacities=st.lists(st.integers(1, 16), min_size=2, max_size=4))
-def test_lru_hits_never_drop_as_the_capacity_grows(trace, capacities):
+@given(
+    trace=traces(),
+    capacities=st.lists(st.integers(1, 16), min_size=2, max_size=4),
+    tail_first=st.booleans(),
+)
+def test_lru_hits_never_drop_as_the_capacity_grows(trace, capacities, tail_first):
     """LRU is a stack algorithm, even with long requests cut to the capacity: a bigger cache holds
     all that a smaller one does, so every request hits at least as much. (Not so for LFU.)"""
-    results = hit_rate_curve(trace, sorted(capacities) + [None], evictions=["lru"])["lru"]
+    sizes = sorted(capacities) + [None]
+    results = hit_rate_curve(trace, sizes, evictions=["lru"], tail_first=tail_first)["lru"]
     for smaller, larger in zip(results, results[1:], strict=False):
         assert all(a <= b for a, b in zip(smaller.hits, larger.hits, strict=True))
         assert smaller.hit_rate <= larger.hit_rate
@@ -287,6 +326,8 @@ def test_lru_hits_never_drop_as_the_capacity_grows(trace, capacities):
         (lambda: replay_prefix_cache([[1, [2]]], 5), TypeError, "cannot be hashed: \\[2\\]"),
         (lambda: replay_prefix_cache([[1, 2, 1]], 5), ValueError, "lists block 1 twice"),
         (lambda: hit_rate_curve([[1]], 5), TypeError, "capacities must be a list"),
+        (lambda: replay_prefix_cache([[1]], 5, tail_first=1), TypeError, "tail_first must be"),
+        (lambda: hit_rate_curve([[1]], [5], tail_first="yes"), TypeError, "tail_first must be"),
         (lambda: hit_rate_curve([[1]], []), ValueError, "capacities is empty"),
         (lambda: hit_rate_curve([[1]], [5, 0]), ValueError, "at least 1 block"),
         (lambda: hit_rate_curve([[1]], [5], "lru"), TypeError, "evictions must be a list"),

@@ -59,6 +59,33 @@ def test_cached_blocks_are_shared_by_live_requests_and_survive_their_end():
     assert cache.add_prompt("c", prompt) == 8  # still cached after both ended
 
 
+def test_turn_two_hits_turn_one_answer_once_its_blocks_are_named():
+    """vLLM v1 names the blocks a request's generated tokens fill (vllm/v1/request.py,
+    Request.append_output_token_ids -> update_block_hashes, v0.33.0), so the next turn of a
+    conversation, which repeats the answer, reuses them. register_prompt names the prompt only;
+    register_sequence names the answer too, and the logits stay those computed from scratch."""
+    model = TinyTransformer(seed=1)
+    question, follow_up = [7, 3, 9, 4, 1, 8], [11, 12]
+    hits = {}
+    for rule in ("prompt", "sequence"):
+        cache = PrefixCachingKVCache.for_model(model, BlockPool(16, 4))
+        cache.add_prompt(0, question)
+        logits, tokens = model.forward({0: question}, cache)[0], list(question)
+        for _ in range(6):  # greedy decoding: each token is fed back, its KV stored
+            tokens.append(int(logits[-1].argmax()))
+            logits = model.forward({0: tokens[-1:]}, cache)[0]
+        if rule == "prompt":
+            cache.register_prompt(0)
+        else:
+            assert cache.register_sequence(0, tokens) == 3  # 12 tokens: 3 full blocks
+        cache.free_sequence(0)
+        turn2 = tokens + follow_up  # 14 tokens
+        hits[rule] = cache.add_prompt(1, turn2)
+        out = model.forward({1: turn2[hits[rule] :]}, cache)[1]
+        assert torch.allclose(out, scratch_logits(model, turn2)[hits[rule] :], atol=1e-12)
+    assert hits == {"prompt": 4, "sequence": 12}
+
+
 def test_misuse_is_refused():
     model = TinyTransformer(seed=0)
     pool = BlockPool(8, 4)
@@ -71,6 +98,13 @@ def test_misuse_is_refused():
     cache.add_sequence(1)
     with pytest.raises(ValueError, match="not started with add_prompt"):
         cache.register_prompt(1)
+    with pytest.raises(ValueError, match="not started with add_prompt"):
+        cache.register_sequence(1, [1])
+    model.forward({0: [1, 2, 3, 4, 5]}, cache)
+    with pytest.raises(ValueError, match="pass its prompt and then the generated tokens"):
+        cache.register_sequence(0, [1, 2, 3, 4, 5, 6])  # 6 tokens, 5 stored
+    with pytest.raises(ValueError, match="pass its prompt and then the generated tokens"):
+        cache.register_sequence(0, [9, 2, 3, 4, 5])
     with pytest.raises(TypeError, match="PrefixCache over this cache's pool"):
         PrefixCachingKVCache(pool, 1, 1, 4, prefix_cache="cache")
     with pytest.raises(ValueError, match="is free"):

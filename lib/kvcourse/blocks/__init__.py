@@ -8,6 +8,8 @@ No K or V lives here, and nothing imports torch: :mod:`kvcourse.kv` puts tensors
   block hashes of cached prefixes (§4.1, §8);
 * :mod:`kvcourse.blocks.hashing`: chained block hashes, the names a prefix cache gives full blocks
   (§8.2);
+* :mod:`kvcourse.blocks.hash_index`: the pool's map from block hashes to the blocks that hold them,
+  one block per hash (the course's) or every copy (vLLM v1's);
 * :mod:`kvcourse.blocks.prefix_cache`: automatic prefix caching on the pool: look up, take, name
   and give back a request's blocks (§8.3);
 * :mod:`kvcourse.blocks.table`: one sequence's block table, logical → physical (§4.1);
@@ -39,6 +41,7 @@ from kvcourse.blocks.errors import (
     UnknownSequenceError,
 )
 from kvcourse.blocks.free_queue import FreeBlockQueue
+from kvcourse.blocks.hash_index import HashIndex
 from kvcourse.blocks.hashing import (
     ROOT_HASH,
     block_hash,
@@ -69,6 +72,7 @@ __all__ = [
     "BlockPool",
     "Eviction",
     "FreeBlockQueue",
+    "HashIndex",
     "as_index",
     "ROOT_HASH",
     "block_hash",

@@ -7,10 +7,13 @@ the head is the least recently used block: the order is **LRU**.
 
 Prefix caching also needs to take a block out of the *middle* of the queue, when a new request
 finds the prefix it holds and revives it. A heap or a sorted list would make that O(log n) or
-O(n); a doubly linked list does all three operations in O(1):
+O(n); a doubly linked list does each operation in O(1):
 
 * :meth:`FreeBlockQueue.popleft` takes the head (the block to hand out next);
 * :meth:`FreeBlockQueue.append` puts a block at the tail (it was just freed: evict it last);
+* :meth:`FreeBlockQueue.appendleft` puts a block at the head (a freed block that holds nothing
+  worth keeping, handed out first: vLLM v1's rule for blocks without a hash, v0.33.0
+  ``BlockPool.free_blocks``);
 * :meth:`FreeBlockQueue.remove` unlinks a block wherever it is (a revived cached block).
 
 The links are two plain lists indexed by block id, ``next`` and ``prev``, with one extra entry
@@ -120,6 +123,21 @@ class FreeBlockQueue:
         self._prev[block_id] = tail
         self._next[block_id] = self._sentinel
         self._prev[self._sentinel] = block_id
+        self._length += 1
+
+    def appendleft(self, block_id: int) -> None:
+        """Put ``block_id`` at the head: it is handed out next, before every block already queued.
+
+        Raises ``ValueError`` (changing nothing) if it is already queued or does not exist.
+        """
+        block_id = self._check(block_id)
+        if self._next[block_id] != _OUT:
+            raise ValueError(f"block {block_id} is already in the free queue; queue it once")
+        head = self._next[self._sentinel]
+        self._prev[head] = block_id
+        self._next[block_id] = head
+        self._prev[block_id] = self._sentinel
+        self._next[self._sentinel] = block_id
         self._length += 1
 
     def remove(self, block_id: int) -> None:

@@ -7,9 +7,10 @@ cache therefore names full block ``i`` by a hash of its parent's name and its ow
 
     ``h_i = H(h_{i-1} ‖ tokens of block i)``, with ``h_0`` = :data:`ROOT_HASH`,
 
-so ``h_i`` is a function of the whole prefix ``tokens[: i * block_size]`` (Mooncake Fig. 3, vLLM's
-automatic prefix caching). Only full blocks are named: the partial block at the end of a sequence
-gets no hash and is never cached.
+so ``h_i`` is a function of the whole prefix ``tokens[: i * block_size]`` (Mooncake Fig. 3; vLLM's
+automatic prefix caching, which came after the 2023 paper: v1's ``hash_block_tokens`` chains a
+block's tokens onto its parent's hash the same way). Only full blocks are named: the partial block
+at the end of a sequence gets no hash and is never cached.
 
 ``H`` is SHA-256 over a canonical encoding, so a hash is the same in every run, process and machine
 (Python's own ``hash()`` is salted per process and must not be used for this):

@@ -13,13 +13,15 @@ entry. The three operations map onto the lecture's words:
 * :meth:`BlockPool.allocate` takes the block at the head of the free queue (reference count
   0 → 1);
 * :meth:`BlockPool.share` lets one more block table point at a used block (count + 1; §5 fork);
-* :meth:`BlockPool.release` drops one reference; at 0 the block joins the tail of the free queue.
+* :meth:`BlockPool.release` drops one reference; at 0 the block joins the tail of the free queue
+  (:meth:`BlockPool.release_many` releases a sequence's blocks in one call, first to evict first).
 
 **Eviction order.** The free blocks wait in a queue
 (:class:`~kvcourse.blocks.free_queue.FreeBlockQueue`): a fresh pool queues them in ascending id,
 so it hands out 0, 1, 2, ...; a block that goes free joins the tail, so it is handed out after
 every block that was free before it. The head is thus the least recently used free block (LRU).
-Ids stay deterministic, but after a release they are no longer "lowest id first".
+Ids stay deterministic, but after a release they are no longer "lowest id first". (vLLM v1
+puts a freed block that holds no hash at the head instead: the option ``uncached_first``.)
 
 **Cached blocks (§8).** A full block can be given a *block hash*
 (:meth:`BlockPool.set_block_hash`), the key a prefix cache computes from the tokens it holds.
@@ -28,7 +30,8 @@ request with the same prefix finds it (:meth:`BlockPool.cached_block`) and takes
 the middle of the queue (:meth:`BlockPool.touch`) instead of recomputing it. Only when
 :meth:`BlockPool.allocate` hands it out to someone else is the hash dropped: the block is
 *evicted*, counted in :attr:`BlockPool.num_evictions` and listed in
-:attr:`BlockPool.last_evictions`.
+:attr:`BlockPool.last_evictions`. (A second block computing a prefix already held stays unnamed;
+vLLM v1 names it too: the option ``keep_duplicates``.)
 
 Every method checks its arguments before it changes anything, so an error leaves the pool exactly
 as it was. Every operation is O(1), except the queries that list blocks.
@@ -36,23 +39,20 @@ as it was. Every operation is O(1), except the queries that list blocks.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Hashable, Iterable
-from dataclasses import dataclass
 
 from kvcourse._checks import as_index, check_count, check_positive_int
-from kvcourse.blocks.errors import OutOfBlocksError
+from kvcourse.blocks.errors import (
+    OutOfBlocksError,
+    check_taken,
+    free_block_message,
+    out_of_blocks_message,
+)
 from kvcourse.blocks.free_queue import FreeBlockQueue
+from kvcourse.blocks.hash_index import Eviction, HashIndex, check_hash
 
 __all__ = ["BlockPool", "Eviction", "OutOfBlocksError", "as_index"]
-
-
-@dataclass(frozen=True)
-class Eviction:
-    """A cached block handed out to someone else: block ``block_id`` lost ``block_hash``, so the
-    prefix it held must be recomputed by the next request that needs it."""
-
-    block_id: int
-    block_hash: Hashable
 
 
 class BlockPool:
@@ -71,14 +71,22 @@ class BlockPool:
     * reference counts are never negative, and a used block's count is the number of references to
       it (one per block table that lists it);
     * ``num_free + num_used == num_blocks``;
-    * a hash names at most one block, and the lookup is exact: ``cached_block(h) == b`` exactly
-      when ``block_hash(b) == h``; ``num_cached_free`` counts the free blocks that have a hash;
+    * a block holds at most one hash, and the lookup is exact: ``cached_block(h)`` is a block
+      whose ``block_hash`` is ``h``, and a hash names one block only (unless
+      ``keep_duplicates``: then every block whose hash is ``h`` is named, and ``cached_block(h)``
+      is the earliest named); ``num_cached_free`` counts the free blocks that have a hash;
     * a block loses its hash only when :meth:`allocate` hands it out (an eviction), never while it
       is referenced.
 
     ``taken`` lists blocks that are already in use when the pool is created (each with one
     reference), as in §4's demo where other requests hold part of the memory. They can be released
     like any other used block.
+
+    Two rules of vLLM v1 (release v0.33.0, ``vllm/v1/core/block_pool.py``) are options, off in
+    the course's pool: ``uncached_first`` puts a freed block that holds no hash at the head of the
+    free queue, reused before any cached block is evicted (``BlockPool.free_blocks``, since vLLM
+    pull request 42656 of 2026); ``keep_duplicates`` names a block with a hash another block
+    already holds (``BlockHashToBlockMap``), so evicting one copy keeps the prefix cached.
 
     >>> pool = BlockPool(num_blocks=8, block_size=4, taken=[0, 2, 3, 5, 6])
     >>> pool.allocate(), pool.allocate(), pool.num_free
@@ -89,21 +97,22 @@ class BlockPool:
     ((7, 1), (1, 7))
     """
 
-    def __init__(self, num_blocks: int, block_size: int, *, taken: Iterable[int] = ()) -> None:
+    def __init__(
+        self,
+        num_blocks: int,
+        block_size: int,
+        *,
+        taken: Iterable[int] = (),
+        uncached_first: bool = False,
+        keep_duplicates: bool = False,
+    ) -> None:
         num_blocks = check_positive_int("num_blocks", num_blocks, "e.g. 64")
-        block_size = check_positive_int("block_size", block_size, "e.g. 16 (vLLM's default)")
-        if isinstance(taken, (str, bytes)) or not isinstance(taken, Iterable):
-            raise TypeError(f"taken must be a list of block ids, got {taken!r}")
-        taken_ids = [as_index(b, "each id in taken") for b in taken]
-        for block_id in taken_ids:
-            if not 0 <= block_id < num_blocks:
-                raise ValueError(
-                    f"taken block {block_id} does not exist: a pool of {num_blocks} blocks has "
-                    f"ids 0..{num_blocks - 1}"
-                )
-        if len(set(taken_ids)) != len(taken_ids):
-            duplicates = sorted({b for b in taken_ids if taken_ids.count(b) > 1})
-            raise ValueError(f"taken lists blocks {duplicates} more than once; list each once")
+        block_size = check_positive_int(
+            "block_size", block_size, "e.g. 16 (vLLM's default, the paper's and v1's)"
+        )
+        if not isinstance(uncached_first, bool):
+            raise TypeError(f"uncached_first must be True or False, got {uncached_first!r}")
+        taken_ids = check_taken(taken, num_blocks)
         self._num_blocks = num_blocks
         self._block_size = block_size
         self._ref_count = [0] * num_blocks
@@ -112,7 +121,8 @@ class BlockPool:
         initial = (b for b in range(num_blocks) if self._ref_count[b] == 0)
         self._free = FreeBlockQueue(num_blocks, initial)  # ascending id at the start
         self._hash: list[Hashable | None] = [None] * num_blocks
-        self._cached: dict[Hashable, int] = {}  # block hash -> the block that holds it
+        self._index = HashIndex(keep_duplicates)  # block hash -> the block(s) that hold it
+        self._uncached_first = uncached_first
         self._num_cached_free = 0
         self._num_evictions = 0
         self._last_evictions: tuple[Eviction, ...] = ()
@@ -174,7 +184,7 @@ class BlockPool:
     @property
     def num_cached(self) -> int:
         """How many blocks hold a block hash, used or free."""
-        return len(self._cached)
+        return len(self._index)
 
     @property
     def num_cached_free(self) -> int:
@@ -198,8 +208,9 @@ class BlockPool:
         return self._hash[self._check_id(block_id)]
 
     def cached_block(self, block_hash: Hashable) -> int | None:
-        """The block (used, or free but cached) that holds ``block_hash``, or ``None`` (a miss)."""
-        return self._cached.get(_check_hash(block_hash))
+        """The block (used, or free but cached) that holds ``block_hash``, or ``None`` (a miss);
+        with ``keep_duplicates``, the earliest named of the blocks that hold it."""
+        return self._index.lookup(check_hash(block_hash))
 
     # ------------------------------------------------------------------ changes
 
@@ -211,7 +222,7 @@ class BlockPool:
         block is in use.
         """
         if not self._free:
-            raise OutOfBlocksError(self._out_of_blocks_message(1))
+            raise OutOfBlocksError(out_of_blocks_message(self, 1))
         block_id, eviction = self._take()
         self._last_evictions = () if eviction is None else (eviction,)
         return block_id
@@ -224,7 +235,7 @@ class BlockPool:
         """
         count = check_count("count", count)
         if count > len(self._free):
-            raise OutOfBlocksError(self._out_of_blocks_message(count))
+            raise OutOfBlocksError(out_of_blocks_message(self, count))
         taken = [self._take() for _ in range(count)]
         self._last_evictions = tuple(e for _, e in taken if e is not None)
         return [block_id for block_id, _ in taken]
@@ -256,17 +267,32 @@ class BlockPool:
         """Drop one reference to a used block. Returns True when that was the last reference and
         the block joined the tail of the free queue, False while others still hold it.
 
-        A block with a hash keeps it when it goes free (free but cached). Releasing a free block
-        (a double free) raises ``ValueError`` and changes nothing.
+        A block with a hash keeps it when it goes free (free but cached). With
+        ``uncached_first`` a block without a hash joins the head of the queue instead. Releasing
+        a free block (a double free) raises ``ValueError`` and changes nothing.
         """
-        block_id = self._check_used(block_id, "release")
-        self._ref_count[block_id] -= 1
-        if self._ref_count[block_id] == 0:
-            self._free.append(block_id)
-            if self._hash[block_id] is not None:
-                self._num_cached_free += 1
-            return True
-        return False
+        return bool(self._drop([self._check_used(block_id, "release")]))
+
+    def release_many(self, block_ids: Iterable[int]) -> list[int]:
+        """Drop one reference to each of ``block_ids``, given in eviction priority (the block to
+        evict first first: a sequence's blocks last block first, as vLLM v1 frees them), and return
+        those that went free, in that order. They join the tail of the queue in that order; with
+        ``uncached_first`` those without a hash go to the head as a group, the first given at
+        the very head (vLLM v1, v0.33.0 ``BlockPool.free_blocks``: ``prepend_n``). All or
+        nothing: ``ValueError``, changing nothing, if a block would lose more references than
+        it has.
+        """
+        if isinstance(block_ids, (str, bytes)) or not isinstance(block_ids, Iterable):
+            raise TypeError(f"block_ids must be a list of block ids, got {block_ids!r}")
+        ids = [self._check_id(b) for b in block_ids]
+        for block_id, drops in Counter(ids).items():
+            if drops > self._ref_count[block_id]:
+                self._check_used(block_id, "release")  # a free block: the double-free message
+                raise ValueError(
+                    f"cannot release block {block_id} {drops} times: it has only "
+                    f"{self._ref_count[block_id]} references; release it once per reference"
+                )
+        return self._drop(ids)
 
     def set_block_hash(self, block_id: int, block_hash: Hashable) -> int:
         """Record that used block ``block_id`` holds the prefix named ``block_hash`` and return the
@@ -274,24 +300,23 @@ class BlockPool:
 
         That is ``block_id`` itself, unless another block already holds ``block_hash`` (two
         requests computed the same prefix): then nothing changes, the earlier block is returned,
-        and ``block_id`` stays without a hash. Setting a block's own hash again is a no-op.
+        and ``block_id`` stays without a hash — or, with ``keep_duplicates`` (vLLM v1),
+        ``block_id`` is named too and returned. Setting a block's own hash again is a no-op.
         Raises ``ValueError`` (changing nothing) for a free block, or one that already holds a
         different hash; ``TypeError`` for ``None`` or an unhashable value.
         """
         block_id = self._check_used(block_id, "hash")
-        block_hash = _check_hash(block_hash)
+        block_hash = check_hash(block_hash)
         own = self._hash[block_id]
         if own is not None and own != block_hash:
             raise ValueError(
                 f"block {block_id} already holds hash {self._hash[block_id]!r}; a full block's "
                 f"contents do not change, so it cannot get a second hash {block_hash!r}"
             )
-        holder = self._cached.get(block_hash)
-        if holder is not None:
-            return holder
-        self._hash[block_id] = block_hash
-        self._cached[block_hash] = block_id
-        return block_id
+        holder = self._index.add(block_hash, block_id)
+        if holder == block_id:
+            self._hash[block_id] = block_hash
+        return holder
 
     def touch(self, block_hash: Hashable) -> int:
         """A cache hit: take one reference to the block that holds ``block_hash`` and return it.
@@ -301,7 +326,7 @@ class BlockPool:
         :meth:`share` would give it. Raises ``ValueError`` when no block holds the hash (a miss:
         ask :meth:`cached_block` first).
         """
-        block_id = self._cached.get(_check_hash(block_hash))
+        block_id = self._index.lookup(check_hash(block_hash))
         if block_id is None:
             raise ValueError(
                 f"no block holds hash {block_hash!r} (a cache miss, or it was evicted); check "
@@ -326,6 +351,24 @@ class BlockPool:
         block_id = self._free.popleft()
         return block_id, self._fill(block_id)
 
+    def _drop(self, ids: list[int]) -> list[int]:
+        """One reference less on each of ``ids`` (checked); the blocks freed, queued by the rule."""
+        freed, first = [], []
+        for block_id in ids:
+            self._ref_count[block_id] -= 1
+            if self._ref_count[block_id] == 0:
+                freed.append(block_id)
+                if self._hash[block_id] is not None:
+                    self._num_cached_free += 1
+                    self._free.append(block_id)
+                elif self._uncached_first:
+                    first.append(block_id)
+                else:
+                    self._free.append(block_id)
+        for block_id in reversed(first):
+            self._free.appendleft(block_id)
+        return freed
+
     def _fill(self, block_id: int) -> Eviction | None:
         """A block just taken out of the free queue: one reference, its hash (if any) evicted."""
         self._ref_count[block_id] = 1
@@ -333,17 +376,10 @@ class BlockPool:
         if old_hash is None:
             return None
         self._hash[block_id] = None
-        del self._cached[old_hash]
+        self._index.remove(old_hash, block_id)
         self._num_cached_free -= 1
         self._num_evictions += 1
         return Eviction(block_id, old_hash)
-
-    def _out_of_blocks_message(self, needed: int) -> str:
-        return (
-            f"out of KV blocks: needed {needed} but only {self.num_free} of the pool's "
-            f"{self._num_blocks} blocks (block size {self._block_size}) are free; free a finished "
-            f"sequence or preempt a running one (§6), or create a pool with more blocks"
-        )
 
     def _check_id(self, block_id: object) -> int:
         block_id = as_index(block_id)
@@ -356,32 +392,5 @@ class BlockPool:
     def _check_used(self, block_id: object, action: str) -> int:
         block_id = self._check_id(block_id)
         if self._ref_count[block_id] == 0:
-            if action == "release":
-                raise ValueError(
-                    f"cannot release block {block_id}: it is already free (reference count 0), "
-                    f"so this would be a double free; release a block once per reference you hold"
-                )
-            if action == "hash":
-                raise ValueError(
-                    f"cannot set the hash of block {block_id}: it is free (reference count 0); "
-                    f"hash a block while the sequence that filled it still holds it"
-                )
-            raise ValueError(
-                f"cannot {action} block {block_id}: it is free (reference count 0); only a block "
-                f"that some sequence holds can be shared, so allocate() it first"
-            )
+            raise ValueError(free_block_message(block_id, action))
         return block_id
-
-
-def _check_hash(block_hash: object) -> Hashable:
-    """``block_hash`` if it can key the cache (hashable, not ``None``); ``TypeError`` otherwise."""
-    if block_hash is None:
-        raise TypeError("a block hash must not be None (None means 'no hash'); pass an int or str")
-    try:
-        hash(block_hash)
-    except TypeError:
-        raise TypeError(
-            f"a block hash must be hashable (an int, str, bytes or tuple of them), got "
-            f"{block_hash!r} ({type(block_hash).__name__})"
-        ) from None
-    return block_hash

@@ -21,12 +21,36 @@ and their names, in the pool's free queue, the least recently used at its head. 
 3. **names what it computed** (:meth:`PrefixCache.register`) once its KV is written: every full
    block gets its hash, so the next request can hit it;
 4. **gives its blocks back** (:meth:`PrefixCache.free`), last block first: a sequence's tail is the
-   part least likely to be shared, so it should be evicted first (vLLM frees in the same order).
+   part least likely to be shared, so it should be evicted first (vLLM's order: v1 frees a
+   request's blocks last first, and v0's prefix-caching evictor breaks a tie toward the block
+   with more hashed tokens, the tail).
 
 Invariants: a hit returns only a block whose whole prefix equals the request's (equal chained
 hash); every block a request holds has one reference from it; cached tokens are always fewer than
 the prompt's. The counters (``queries``, ``queried_blocks``, ``hit_blocks``) measure the hit rate
 block by block, as the replay of :mod:`kvcourse.cluster.prefix_replay` does for a whole cluster.
+
+**Beside vLLM v1.** Rules 1, 2 and 4 and LRU are those of vLLM v1's prefix caching (release
+v0.33.0: ``vllm/v1/core/kv_cache_manager.py``, ``get_computed_blocks`` and ``free``), which the
+2023 paper predates. Four of v1's rules differ from the course's defaults; each is an option:
+
+* **when a block is named**: v1 names a request's full blocks as soon as it allocates them, before
+  their KV is computed (``KVCacheManager.allocate_slots`` calls ``cache_blocks``), so a second
+  request scheduled in the same step already hits them. The course names after the prefill
+  (:meth:`PrefixCache.register`), so a request allocated before that misses:
+  ``naming="allocated"`` is v1's rule, ``"computed"`` (default) the course's;
+* **blocks filled by generated tokens**: v1 names them too (a request's block hashes grow with its
+  output), so turn 2 of a conversation hits turn 1's answer. :meth:`PrefixCache.grow` takes a
+  decoding sequence's new blocks, and names them at once under ``naming="allocated"``;
+  :meth:`PrefixCache.register` names whatever tokens it is given, prompt and output alike (the
+  course's pages register prompts only);
+* **duplicate copies**: v1 names a second block that computed a prefix already cached, so the
+  prefix stays cached while either copy is; the course's pool keeps the first name only (the
+  pool's ``keep_duplicates``);
+* **free order**: v1 reuses freed blocks that hold no hash before evicting any cached block (the
+  pool's ``uncached_first``).
+
+:meth:`PrefixCache.like_vllm_v1` builds a cache with all four of v1's rules.
 """
 
 from __future__ import annotations
@@ -38,11 +62,15 @@ from kvcourse.blocks.errors import OutOfBlocksError
 from kvcourse.blocks.hashing import ROOT_HASH, chained_block_hashes
 from kvcourse.blocks.pool import BlockPool
 
-__all__ = ["EVICTIONS", "PrefixAllocation", "PrefixCache", "PrefixMatch"]
+__all__ = ["EVICTIONS", "NAMINGS", "PrefixAllocation", "PrefixCache", "PrefixMatch"]
 
 #: The evictions :class:`PrefixCache` knows: how :meth:`PrefixCache.allocate` chooses the free
 #: cached block to evict.
 EVICTIONS: tuple[str, ...] = ("lru", "lfu")
+
+#: When :class:`PrefixCache` names a full block: once its KV is computed (:meth:`PrefixCache.
+#: register`, the course's rule) or as soon as it is allocated (vLLM v1's).
+NAMINGS: tuple[str, ...] = ("computed", "allocated")
 
 
 @dataclass(frozen=True)
@@ -74,22 +102,38 @@ class PrefixAllocation:
 
 
 class PrefixCache:
-    """vLLM's automatic prefix caching over ``pool`` (rules in the module docstring).
+    """Automatic prefix caching over ``pool``, by the course's rules or vLLM v1's (the module
+    docstring says where they differ).
 
-    ``eviction`` chooses the block :meth:`allocate` evicts (:data:`EVICTIONS`): ``"lru"``
-    takes the pool's free-queue order, O(1); ``"lfu"`` scans the free blocks, O(free blocks).
+    ``eviction`` chooses the block :meth:`allocate` evicts (:data:`EVICTIONS`): ``"lru"`` takes the
+    pool's free-queue order, O(1), as vLLM's v0 and v1 do; ``"lfu"`` scans the free blocks, O(free
+    blocks). ``naming`` (:data:`NAMINGS`) says when a full block gets its name: ``"computed"``, once
+    :meth:`register` is called after its KV is written (the course's default); ``"allocated"``, as
+    soon as :meth:`allocate` or :meth:`grow` hands it out (vLLM v1's). The pool's own options give
+    v1's duplicate copies and free order.
+
     ``root`` is the chained hashes' root (:data:`~kvcourse.blocks.hashing.ROOT_HASH`); give two
     models different roots so that they never share blocks. The counters, for the hit rate:
     ``queries`` (prompts looked up by :meth:`allocate`), ``queried_blocks`` (their full blocks
     that could be reused, i.e. before the last token) and ``hit_blocks`` (those that were).
     """
 
-    def __init__(self, pool: BlockPool, *, eviction: str = "lru", root: bytes = ROOT_HASH) -> None:
+    def __init__(
+        self,
+        pool: BlockPool,
+        *,
+        eviction: str = "lru",
+        root: bytes = ROOT_HASH,
+        naming: str = "computed",
+    ) -> None:
         if not isinstance(pool, BlockPool):
             raise TypeError(f"PrefixCache needs a BlockPool, got {pool!r}")
         if eviction not in EVICTIONS:
             raise ValueError(f"eviction must be one of {EVICTIONS}, got {eviction!r}")
+        if naming not in NAMINGS:
+            raise ValueError(f"naming must be one of {NAMINGS}, got {naming!r}")
         self.eviction = eviction
+        self.naming = naming
         self._uses: dict[int, int] = {}  # block -> requests that used it since it was filled
         self._last_use: dict[int, int] = {}  # block -> the query that used it last
 
@@ -100,6 +144,17 @@ class PrefixCache:
         self.queries = 0
         self.queried_blocks = 0
         self.hit_blocks = 0
+
+    @classmethod
+    def like_vllm_v1(
+        cls, num_blocks: int, block_size: int, *, root: bytes = ROOT_HASH
+    ) -> PrefixCache:
+        """A cache with vLLM v1's rules (release v0.33.0) on a new pool of ``num_blocks`` blocks
+        of ``block_size`` slots: blocks named at allocation, generated blocks named as they fill
+        (:meth:`grow`), duplicate copies named, blocks without a hash reused before cached ones
+        are evicted, LRU."""
+        pool = BlockPool(num_blocks, block_size, uncached_first=True, keep_duplicates=True)
+        return cls(pool, root=root, naming="allocated")
 
     @property
     def pool(self) -> BlockPool:
@@ -153,7 +208,8 @@ class PrefixCache:
 
     def allocate(self, tokens: Sequence[int]) -> PrefixAllocation:
         """The blocks for a new prompt ``tokens``: the cached leading run (one reference each,
-        as :meth:`take`) and fresh blocks for the rest, all or nothing. Raises
+        as :meth:`take`) and fresh blocks for the rest, all or nothing; under
+        ``naming="allocated"`` the prompt's full blocks are named at once (vLLM v1). Raises
         :class:`~kvcourse.blocks.errors.OutOfBlocksError`, changing nothing, when the pool lacks
         free blocks for the part that is not cached."""
         found = self.match(tokens)
@@ -178,7 +234,44 @@ class PrefixCache:
             self._uses[block_id] = 1
             self._last_use[block_id] = self.queries
         block_ids = (*found.block_ids, *new)
+        if self.naming == "allocated":
+            self._name(block_ids, found.hashes)
         return PrefixAllocation(block_ids, len(tokens), len(found.block_ids), found.cached_tokens)
+
+    def grow(self, block_ids: Sequence[int], tokens: Sequence[int]) -> list[int]:
+        """A decoding sequence grows: it holds ``block_ids`` (logical order) and now ``tokens``,
+        its prompt and the tokens generated so far, the newest about to be written. Takes the
+        fresh blocks the new tokens need from the pool, all or nothing
+        (:class:`~kvcourse.blocks.errors.OutOfBlocksError`), and returns them; append them to the
+        sequence's blocks. Under ``naming="allocated"`` every full block of ``tokens`` is named
+        now, those filled by generated tokens included, as vLLM v1 does (``allocate_slots`` then
+        ``cache_blocks``, v0.33.0); under ``"computed"`` call :meth:`register` with the tokens
+        once their KV is written."""
+        if not isinstance(tokens, Sequence) or isinstance(tokens, (str, bytes)):
+            raise TypeError(f"tokens must be a sequence of token ids, got {tokens!r}")
+        ids = list(block_ids)
+        named = self.naming == "allocated"
+        hashes = chained_block_hashes(tokens, self.block_size, root=self._root) if named else []
+        fresh = -(-len(tokens) // self.block_size) - len(ids)
+        if fresh < 0:
+            raise ValueError(
+                f"{len(tokens)} tokens fill {-(-len(tokens) // self.block_size)} blocks, but the "
+                f"sequence already holds {len(ids)}; pass all of its tokens, prompt and output"
+            )
+        new = self._pool.allocate_many(fresh)
+        for block_id in new:
+            self._uses[block_id] = 1
+            self._last_use[block_id] = self.queries
+        self._name((*ids, *new), hashes)
+        return new
+
+    def _name(self, block_ids: Sequence[int], hashes: Sequence[bytes]) -> int:
+        """Give each full block its hash (the blocks and hashes in logical order); returns how
+        many blocks hold their hash now."""
+        return sum(
+            self._pool.set_block_hash(block_id, h) == block_id
+            for block_id, h in zip(block_ids, hashes, strict=False)
+        )
 
     def _lfu_rank(self, block_id: int) -> tuple[int, int, int]:
         """LFU's order of free blocks to evict: blocks holding nothing first, then the fewest
@@ -190,22 +283,21 @@ class PrefixCache:
     def register(self, block_ids: Sequence[int], tokens: Sequence[int]) -> int:
         """Name the full blocks of a sequence whose KV for ``tokens`` is now in ``block_ids``
         (logical order), so that later prompts can hit them; returns how many blocks hold their
-        hash now. A block whose prefix another block already caches keeps no name (the first
-        computed copy stays the cached one). Raises ``ValueError`` if ``block_ids`` is too short
-        for ``tokens``."""
+        hash now. Pass the prompt to name the prompt's blocks, the prompt and the generated tokens
+        to name the blocks generation filled too (as vLLM v1 and nano-vllm do). A block whose
+        prefix another block already caches keeps no name (the first computed copy stays the
+        cached one), unless the pool keeps duplicates. Raises ``ValueError`` if ``block_ids`` is
+        too short for ``tokens``."""
         hashes = chained_block_hashes(tokens, self.block_size, root=self._root)
         if len(block_ids) < -(-len(tokens) // self.block_size):
             raise ValueError(
                 f"{len(tokens)} tokens need {-(-len(tokens) // self.block_size)} blocks, "
                 f"got {len(block_ids)}"
             )
-        named = 0
-        for block_id, h in zip(block_ids, hashes, strict=False):
-            named += self._pool.set_block_hash(block_id, h) == block_id
-        return named
+        return self._name(block_ids, hashes)
 
     def free(self, block_ids: Sequence[int]) -> None:
         """Give a finished sequence's blocks back, last block first: each drops one reference and,
-        at zero, joins the free queue still cached (evicted only when a fresh block needs it)."""
-        for block_id in reversed(tuple(block_ids)):
-            self._pool.release(block_id)
+        at zero, joins the free queue still cached (evicted only when a fresh block needs it);
+        a block without a hash joins it by the pool's rule (the head, with ``uncached_first``)."""
+        self._pool.release_many(reversed(tuple(block_ids)))

@@ -13,7 +13,13 @@ and that is refused. :func:`replay_prefix_cache` counts exactly this:
    because its KV cannot be used without the blocks before it).
 2. **Then all of its blocks are in the cache** (at most the capacity ``C`` of them: see 4). Each
    one is *referenced* once, in request order: a cached one (hit or not) is touched, a missing one
-   inserted. Afterwards its blocks are the most recently used of all, ``b_n`` the most recent.
+   inserted. Afterwards its blocks are the most recently used of all, ``b_n`` the most recent, so
+   of a request's blocks its first is evicted first. ``tail_first=True`` references them in the
+   reverse order, ``b_1`` the most recent, so that its last block is evicted first: vLLM's order
+   (the paper's v0 and v1 free a request's blocks last block first, v1 at release v0.33.0 in
+   ``vllm/v1/core/single_type_kv_cache_manager.py``, ``free``; and
+   :class:`~kvcourse.blocks.prefix_cache.PrefixCache` does the same). The default, head first,
+   is the rule of assignment a5, whose caches the book's numbers are compared with;
 3. **Evictions.** Each insertion into a full cache evicts one block that is *not* in the request:
    ``"lru"`` the least recently referenced; ``"lfu"`` the one referenced by the fewest requests
    since it last entered the cache, ties broken by least recent reference. A block's count starts
@@ -30,11 +36,11 @@ and that is refused. :func:`replay_prefix_cache` counts exactly this:
 
 ``capacity=None`` (or ``math.inf``) is an infinite cache: nothing is evicted, so a block hits
 exactly when it was seen before and every block before it in its request hit too, the ceiling of
-Mooncake's table. With every request at most ``C`` blocks long, the ``"lru"`` replay is plain LRU
-over the trace's blocks one by one (look up, then touch or insert and evict the oldest), counting
-the leading run of hits; a request longer than the cache is where 4 differs from that. LRU is a
-stack algorithm here too: a larger cache always holds what a smaller one holds, so its hit rate
-never drops as the capacity grows. LFU's can.
+Mooncake's table. With every request at most ``C`` blocks long, the head-first ``"lru"`` replay
+is plain LRU over the trace's blocks one by one (look up, then touch or insert and evict the
+oldest), counting the leading run of hits; a request longer than the cache is where 4 differs from
+that. LRU is a stack algorithm here too, head or tail first: a larger cache always holds what a
+smaller one holds, so its hit rate never drops as the capacity grows. LFU's can.
 
 Speed: LRU is an ``OrderedDict`` in recency order; LFU keeps one ``OrderedDict`` per count (least
 recent first) and a heap of the counts in use, so every reference and eviction is O(1) (O(log)
@@ -65,7 +71,8 @@ class ReplayResult:
     ``eviction`` is the rule that chose what to evict (``"lru"`` or ``"lfu"``), ``capacity``
     ``None`` for an infinite cache, ``evictions`` the blocks it evicted. ``hits[i]`` is request
     ``i``'s prefix hit in blocks. ``hit_rate`` is ``hit_blocks / total_blocks`` (the number
-    in Table 1 of Mooncake's arXiv report).
+    in Table 1 of Mooncake's arXiv report). ``tail_first``: a request's last block was evicted
+    before its first (vLLM's order), not after (rule 2).
     """
 
     eviction: str
@@ -78,6 +85,7 @@ class ReplayResult:
     requests_with_hit: int
     evictions: int
     hits: tuple[int, ...]
+    tail_first: bool = False
 
     @property
     def miss_blocks(self) -> int:
@@ -86,14 +94,19 @@ class ReplayResult:
 
 
 def replay_prefix_cache(
-    requests: Sequence[Sequence[Hashable]], capacity: int | float | None, eviction: str = "lru"
+    requests: Sequence[Sequence[Hashable]],
+    capacity: int | float | None,
+    eviction: str = "lru",
+    *,
+    tail_first: bool = False,
 ) -> ReplayResult:
     """Replay a trace of block-id lists through a global prefix cache of ``capacity`` blocks and
     count its prefix hits, by the rules of the module docstring.
 
     ``requests`` is the trace in arrival order, each request the list of its blocks' ids;
     ``capacity`` a number of blocks (1 or more), or ``None`` / ``math.inf`` for an infinite cache;
-    ``eviction`` ``"lru"`` or ``"lfu"``.
+    ``eviction`` ``"lru"`` or ``"lfu"``; ``tail_first`` evicts a request's blocks last block first,
+    as vLLM does (rule 2), instead of first block first.
 
     Blocks 1, 2 are a shared system prompt; request 3's two new blocks push it out of a 4-block
     LRU cache (which then holds 2, 4, 5, 6: block 1 went first), but not out of LFU (which
@@ -106,22 +119,35 @@ def replay_prefix_cache(
     >>> lfu = replay_prefix_cache(trace, capacity=4, eviction="lfu")
     >>> lfu.hits, lfu.hit_blocks, lfu.hit_rate, lfu.evictions
     ((0, 2, 0, 2), 4, 0.36363636363636365, 3)
+
+    Evicting each request's tail first, as vLLM does, LRU keeps the shared prefix too: request
+    3's blocks push out 3 and 4, the tails, and request 4 hits blocks 1 and 2:
+
+    >>> tail = replay_prefix_cache(trace, capacity=4, eviction="lru", tail_first=True)
+    >>> tail.hits, tail.evictions
+    ((0, 2, 0, 2), 3)
     """
     trace = _check_trace(requests)
-    return _replay(trace, _check_capacity(capacity), _check_eviction(eviction))
+    return _replay(
+        trace, _check_capacity(capacity), _check_eviction(eviction), _check_flag(tail_first)
+    )
 
 
 def hit_rate_curve(
     requests: Sequence[Sequence[Hashable]],
     capacities: Iterable[int | float | None],
     evictions: Sequence[str] = EVICTIONS,
+    *,
+    tail_first: bool = False,
 ) -> dict[str, list[ReplayResult]]:
     """Table 1 of Mooncake's arXiv report, on a trace: one replay per eviction and capacity, as
     ``{eviction: [result for each capacity, in the order given]}``.
 
     The trace is checked once for all the replays; ``capacities`` may include ``None`` or
-    ``math.inf`` (an infinite cache, the ceiling of the curve).
+    ``math.inf`` (an infinite cache, the ceiling of the curve). ``tail_first``: evict each
+    request's blocks last block first, vLLM's order (module docstring, rule 2).
     """
+    tail_first = _check_flag(tail_first)
     trace = _check_trace(requests)
     if isinstance(capacities, (str, bytes)) or not isinstance(capacities, Iterable):
         raise TypeError(
@@ -140,19 +166,21 @@ def hit_rate_curve(
         raise ValueError(f"evictions is empty; pass some of {list(EVICTIONS)}")
     if len(set(names)) != len(names):
         raise ValueError(f"evictions lists an eviction twice ({names}); list each once")
-    return {name: [_replay(trace, size, name) for size in sizes] for name in names}
+    return {name: [_replay(trace, size, name, tail_first) for size in sizes] for name in names}
 
 
 # ---------------------------------------------------------------------------- the replays
 
 
-def _replay(trace: list[Sequence[Hashable]], capacity: int | None, eviction: str) -> ReplayResult:
+def _replay(
+    trace: list[Sequence[Hashable]], capacity: int | None, eviction: str, tail_first: bool = False
+) -> ReplayResult:
     if capacity is None:
         hits, evictions = _replay_infinite(trace), 0
     elif eviction == "lru":
-        hits, evictions = _replay_lru(trace, capacity)
+        hits, evictions = _replay_lru(trace, capacity, tail_first)
     else:
-        hits, evictions = _replay_lfu(trace, capacity)
+        hits, evictions = _replay_lfu(trace, capacity, tail_first)
     total = sum(map(len, trace))
     hit_blocks = sum(hits)
     fractions = [h / len(blocks) for h, blocks in zip(hits, trace, strict=True) if blocks]
@@ -167,6 +195,7 @@ def _replay(trace: list[Sequence[Hashable]], capacity: int | None, eviction: str
         requests_with_hit=sum(1 for h in hits if h),
         evictions=evictions,
         hits=tuple(hits),
+        tail_first=tail_first,
     )
 
 
@@ -189,7 +218,9 @@ def _replay_infinite(trace: list[Sequence[Hashable]]) -> list[int]:
     return hits
 
 
-def _replay_lru(trace: list[Sequence[Hashable]], capacity: int) -> tuple[list[int], int]:
+def _replay_lru(
+    trace: list[Sequence[Hashable]], capacity: int, tail_first: bool
+) -> tuple[list[int], int]:
     cache: OrderedDict[Hashable, None] = OrderedDict()  # least recently referenced first
     touch = cache.move_to_end
     pop_oldest = cache.popitem
@@ -200,12 +231,13 @@ def _replay_lru(trace: list[Sequence[Hashable]], capacity: int) -> tuple[list[in
         for block in blocks:
             if block not in cache:
                 break
-            touch(block)  # the leading run, in request order
+            if not tail_first:
+                touch(block)  # the leading run, in request order
             hit += 1
         hits.append(hit)
         kept = blocks if len(blocks) <= capacity else blocks[:capacity]
-        for i in range(hit, len(kept)):
-            block = kept[i]
+        rest = reversed(kept) if tail_first else (kept[i] for i in range(hit, len(kept)))
+        for block in rest:  # tail first: the first block is referenced last, evicted last
             if block in cache:
                 touch(block)
             else:
@@ -218,7 +250,9 @@ def _replay_lru(trace: list[Sequence[Hashable]], capacity: int) -> tuple[list[in
     return hits, evictions
 
 
-def _replay_lfu(trace: list[Sequence[Hashable]], capacity: int) -> tuple[list[int], int]:
+def _replay_lfu(
+    trace: list[Sequence[Hashable]], capacity: int, tail_first: bool
+) -> tuple[list[int], int]:
     count: dict[Hashable, int] = {}  # the cached blocks and their reference counts
     buckets: dict[int, OrderedDict[Hashable, None]] = {}  # count -> blocks, least recent first
     heap: list[int] = []  # the counts that may have a bucket (lazily cleaned)
@@ -228,6 +262,8 @@ def _replay_lfu(trace: list[Sequence[Hashable]], capacity: int) -> tuple[list[in
     for blocks in trace:
         hits.append(_leading_run(blocks, count))
         kept = blocks if len(blocks) <= capacity else blocks[:capacity]
+        if tail_first:  # referenced last block first: among equal counts, the tail goes first
+            kept = kept[::-1]
         # Take the request's cached blocks out of their buckets: they cannot be evicted now, and
         # they go back in at the most recent end of the next bucket.
         new_counts = []
@@ -283,6 +319,12 @@ def _check_capacity(capacity: object) -> int | None:
             f"None (or math.inf) for an infinite cache"
         )
     return capacity
+
+
+def _check_flag(tail_first: object) -> bool:
+    if not isinstance(tail_first, bool):
+        raise TypeError(f"tail_first must be True or False, got {tail_first!r}")
+    return tail_first
 
 
 def _check_eviction(eviction: object) -> str:

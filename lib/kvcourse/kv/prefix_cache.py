@@ -7,7 +7,9 @@ add_prompt` starts a sequence whose block table already points at the leading ru
 blocks (their K and V are in place in every layer, nothing is copied) and says how many prompt
 tokens that covers; the model then runs only the rest of the prompt. Once the prefill has run,
 :meth:`~PrefixCachingKVCache.register_prompt` names the prompt's full blocks, so the next request
-can hit them; freeing a sequence leaves its blocks cached until the pool needs them. The blocks
+can hit them (:meth:`~PrefixCachingKVCache.register_sequence` names the blocks its generated tokens
+filled too, as vLLM v1 does, so that turn 2 of a conversation hits turn 1's answer); freeing a
+sequence leaves its blocks cached until the pool needs them. The blocks
 for the rest of a prompt are taken as the model writes it, in the pool's free-queue order, so the
 cache evicts LRU here (:meth:`~kvcourse.blocks.prefix_cache.PrefixCache.allocate` offers LFU).
 
@@ -95,6 +97,25 @@ class PrefixCachingKVCache(PagedKVCache):
                 f"tokens; run the model on the rest of the prompt first"
             )
         return self.prefix_cache.register(self._tables[seq_id].block_ids, prompt)
+
+    def register_sequence(self, seq_id: Hashable, tokens: Sequence[int]) -> int:
+        """Name the full blocks of ``seq_id``'s ``tokens``, its prompt followed by the generated
+        tokens whose KV is stored, so that a later prompt repeating them hits them all: vLLM v1
+        names the blocks that generation fills (release v0.33.0, a request's block hashes grow
+        with its output). Returns how many blocks hold their name now. Raises ``ValueError`` if
+        the sequence was not added with :meth:`add_prompt`, ``tokens`` does not begin with its
+        prompt, or holds more tokens than the cache stores for it."""
+        prompt = self._prompts.get(seq_id)
+        if prompt is None:
+            raise ValueError(f"sequence {seq_id!r} was not started with add_prompt()")
+        tokens = list(tokens)
+        if tuple(tokens[: len(prompt)]) != prompt or len(tokens) > self.length(seq_id):
+            raise ValueError(
+                f"sequence {seq_id!r} stores {self.length(seq_id)} tokens after its "
+                f"{len(prompt)}-token prompt; pass its prompt and then the generated tokens whose "
+                f"KV is stored ({len(tokens)} tokens given)"
+            )
+        return self.prefix_cache.register(self._tables[seq_id].block_ids, tokens)
 
     def _free(self, seq_id: Hashable) -> None:
         table = self._tables.pop(seq_id)

@@ -15,6 +15,9 @@ latency.
   (:class:`PreemptionError`);
 * :mod:`kvcourse.serving.preemption`: the 2023 vLLM paper's hooks, preempt the latest-arrived,
   all or nothing, swap or recompute (:class:`VllmPaperScheduler`, the one the book runs);
+* :mod:`kvcourse.serving.paged_v1`: vLLM v1's paged memory (release v0.33.0): admission for the
+  prompt only, preempted requests' full blocks kept cached, no swapping (:class:`PagedV1Scheme`,
+  :class:`VllmV1Scheduler`);
 * :mod:`kvcourse.serving.records`: what a run reports, per iteration and in all, and the five
   kinds of KV memory;
 * :mod:`kvcourse.serving.simulation`: :func:`simulate` and the §3.3, §3.4 comparisons;
@@ -32,6 +35,7 @@ from kvcourse.serving.checks import check_requests
 from kvcourse.serving.cost import IterationCost
 from kvcourse.serving.latency import LatencyResult, RequestTimes, measure_latency
 from kvcourse.serving.memory import AllocatorContractError, LiveRequest
+from kvcourse.serving.paged_v1 import PagedV1Memory, PagedV1Scheme, VllmV1Scheduler
 from kvcourse.serving.preemption import VllmPaperScheduler, check_scheduler_class
 from kvcourse.serving.preemption_checks import PreemptionError
 from kvcourse.serving.progress import PreemptEarliest, ProgressCheck, check_progress
@@ -102,6 +106,10 @@ __all__ = [
     "PreemptionError",
     "VllmPaperScheduler",
     "check_scheduler_class",
+    # vLLM v1's memory and scheduler
+    "PagedV1Memory",
+    "PagedV1Scheme",
+    "VllmV1Scheduler",
     "a100_accounting",
     "check_requests",
     "compare_schemes",

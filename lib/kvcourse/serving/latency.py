@@ -143,7 +143,7 @@ def measure_latency(
     horizon_s: float | None = None,
     scheduler: type[IterationScheduler] = VllmPaperScheduler,
 ) -> LatencyResult:
-    """Serve ``requests`` under ``scheme`` with ``scheduler`` (vLLM's
+    """Serve ``requests`` under ``scheme`` with ``scheduler`` (the 2023 vLLM paper's
     :class:`~kvcourse.serving.preemption.VllmPaperScheduler` by default, or a subclass that preempts
     someone else) and measure every request's latency.
 

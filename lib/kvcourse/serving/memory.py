@@ -10,7 +10,8 @@ one of these memories, empty, over the run's ``num_slots`` token slots:
   :class:`AllocatorContractError`;
 * :class:`PagedMemory`: PagedAttention's blocks of ``block_size`` slots
   (:class:`~kvcourse.blocks.pool.BlockPool`, one :class:`~kvcourse.blocks.table.BlockTable` per
-  request), taken one at a time as tokens arrive, with nothing reserved ahead.
+  request), taken one at a time as tokens arrive, with nothing reserved ahead
+  (:class:`~kvcourse.serving.paged_v1.PagedV1Memory` is vLLM v1's).
 
 :class:`KVMemory` is the interface between the two and the scheduler; :class:`LiveRequest` is a
 request while it is being served, the record both sides read and update.
@@ -55,7 +56,10 @@ class LiveRequest:
     block ``table``; ``cpu_blocks`` are the CPU pool's blocks holding its KV while it is swapped out
     (§6), empty otherwise. ``order`` is its place in arrival order (the scheduler sets it; the
     queue and the batch are kept sorted by it) and ``preemptions`` counts how often it was
-    preempted. Compared by identity: two live requests are never the same one.
+    preempted. ``cached_tokens`` are the tokens of its (re)prompt whose KV the memory still held
+    when it was last admitted (a prefix-cache hit on its own blocks, under vLLM v1's memory;
+    always 0 under the course's): its prefill computes only the rest. Compared by identity: two
+    live requests are never the same one.
     """
 
     request: Request
@@ -70,6 +74,7 @@ class LiveRequest:
     cpu_blocks: tuple[int, ...] = ()
     order: int = -1
     preemptions: int = 0
+    cached_tokens: int = 0
 
     def __post_init__(self) -> None:
         self.prompt = self.request.prompt_len
@@ -85,7 +90,15 @@ class KVMemory:
     request finishes or is preempted. :meth:`need`, :meth:`allocated` and :meth:`split_allocated`
     feed the accounting of the five kinds of memory (:mod:`kvcourse.serving.records`);
     :meth:`swap_out` and :meth:`swap_in` move a preempted request's KV to CPU memory and back (§6).
+
+    ``unwritten_tokens`` says when the token an iteration generates gets its KV: 0, the course's
+    accounting, in the same iteration (a request stores prompt + generated tokens, and finishes
+    holding prompt + output); 1, vLLM's (the paper's v0 and v1), in the next iteration, which
+    reads it as its input (a request stores one token fewer, and the last token it generates is
+    never stored).
     """
+
+    unwritten_tokens: int = 0
 
     def need(self, live: LiveRequest) -> int:
         """Slots ``live`` asks for to be admitted now (to tell external fragmentation from a
@@ -230,8 +243,11 @@ class PagedMemory(KVMemory):
     """PagedAttention's memory: a pool of ``num_slots // block_size`` blocks, one block table per
     running request, a new block only when a request's last block is full.
 
-    A request is admitted when the blocks for its (re)prompt plus its first new token are free.
-    Nothing is reserved ahead; the empty slots of each last block are internal fragmentation.
+    A request is admitted when the blocks for its (re)prompt plus its first new token are free:
+    the course's rule. (vLLM asks for the prompt's blocks only — the paper's v0 and v1 alike — and
+    writes a generated token's KV one iteration later: the subclass
+    :class:`~kvcourse.serving.paged_v1.PagedV1Memory`.) Nothing is reserved ahead; the empty slots
+    of each last block are internal fragmentation.
 
     ``cpu_blocks`` > 0 adds a CPU block pool of that many blocks (``cpu_pool``) for swapping (§6):
     :meth:`swap_out` copies a preempted request's blocks there, all or none, and :meth:`swap_in`
@@ -254,7 +270,7 @@ class PagedMemory(KVMemory):
         return self._block_size
 
     def need(self, live: LiveRequest) -> int:
-        tokens = live.prompt + live.done + 1
+        tokens = live.prompt + live.done + 1 - self.unwritten_tokens
         return ceil_div(tokens, self._block_size) * self._block_size
 
     def allocated(self) -> int:
@@ -262,7 +278,7 @@ class PagedMemory(KVMemory):
 
     def admit(self, live: LiveRequest) -> bool:
         table = BlockTable(self._pool)
-        tokens = live.prompt + live.done + 1
+        tokens = live.prompt + live.done + 1 - self.unwritten_tokens
         if table.blocks_needed(tokens) > self._pool.num_free:
             return False
         table.append(tokens)
@@ -284,12 +300,13 @@ class PagedMemory(KVMemory):
     def grow(self, running: list[LiveRequest], start: int) -> int:
         pool = self._pool
         size = self._block_size
+        lag = self.unwritten_tokens
         # A table hears of new tokens only when they need a new block (its token count may lag
         # behind between block boundaries; its blocks never do): one BlockTable call per block
         # instead of one per token keeps the scheduler's hot loop fast.
         for i in range(start, len(running)):
             live = running[i]
-            tokens = live.prompt + live.done
+            tokens = live.prompt + live.done - lag  # stored now
             if tokens % size == 0:  # the last block is full: this token needs a new one
                 if pool.num_free == 0:
                     return i

@@ -4,8 +4,10 @@ or recompute.
 
 :class:`VllmPaperScheduler` is the serving loop
 (:class:`~kvcourse.serving.scheduler.IterationScheduler`) with the paper's answers to its two
-hooks — the scheduler every page of the book runs (vLLM v1 differs: it never swaps, and keeps a
-preempted request's cached blocks; the book says where that matters):
+hooks — the scheduler every page of the book runs. vLLM v1 (release v0.33.0) keeps the paper's
+order and victim but never swaps, admits a request when its prompt's blocks are free (the course's
+:class:`~kvcourse.serving.memory.PagedMemory` asks for one token more) and keeps a preempted
+request's full blocks cached: :mod:`kvcourse.serving.paged_v1` has its rules.
 
 * **who** (:meth:`VllmPaperScheduler.choose_victim`): the latest-arrived running request. The oldest
   is then never preempted while another runs, and alone it fits: it always progresses, so every
@@ -66,8 +68,9 @@ class VllmPaperScheduler(IterationScheduler):
 
     def recover(self, victim: LiveRequest) -> None:
         """How a preempted request will resume, following the scheme's ``recovery`` (§6.2).
-        **Recompute** (:meth:`recompute`): its KV is gone; when it is admitted again it prefills
-        its prompt plus the tokens it had generated. **Swap** (:meth:`swap_out`): its blocks are
+        **Recompute** (:meth:`recompute`): its KV is gone (the paper's rule; v1 keeps its cached
+        blocks); when it is admitted again it prefills its prompt plus the tokens it had
+        generated. **Swap** (:meth:`swap_out`): its blocks are
         copied to the CPU pool now and back when it is admitted again; if the pool has no room,
         recompute. **Cheaper**: swap when out + in (``swap_cost``) is faster than the iteration
         model's time to recompute its tokens (``cost.per_new_token_s`` × tokens), else

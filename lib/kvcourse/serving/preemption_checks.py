@@ -13,7 +13,8 @@ the fix (:class:`PreemptionError`) instead of serving a request twice or losing 
 * it knows how it comes back: marked for recomputation, or its KV swapped out to the CPU pool.
 
 Which victim, and where in the queue it goes, are the hook's to choose: vLLM's choice (the
-latest-arrived, back at the front) is one; the loop does not insist on it.
+latest-arrived, back at the front, in the 2023 paper and in v1) is one; the loop does not insist
+on it.
 """
 
 from __future__ import annotations

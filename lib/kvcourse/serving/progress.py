@@ -1,10 +1,10 @@
 """Why paging plus preemption cannot deadlock (§6.1, exercise 12), checked on a workload.
 
 Without reservation, a memory that runs dry mid-generation deadlocks unless somebody gives memory
-back (as lecture 6 of the series found; the book's §1 and §6 tell it). vLLM preempts the
-**latest-arrived** running request, so the oldest one is never a victim while others run, and
-alone it fits (every request fits the pool alone): it always progresses to the end and frees its
-memory, and then the next oldest does. Every request finishes.
+back (as lecture 6 of the series found; the book's §1 and §6 tell it). vLLM (the 2023 paper's, and
+v1 alike) preempts the **latest-arrived** running request, so the oldest one is never a victim while
+others run, and alone it fits (every request fits the pool alone): it always progresses to the end
+and frees its memory, and then the next oldest does. Every request finishes.
 
 :func:`check_progress` runs a scheduler over a workload and reports (:class:`ProgressCheck`)
 whether every request finished and how often the oldest running request was preempted — zero
@@ -88,9 +88,9 @@ def check_progress(
     cost: IterationCost | None = None,
     max_iterations: int | None = None,
 ) -> ProgressCheck:
-    """Serve ``requests`` under ``scheme`` with ``scheduler`` (a scheduler class, default
-    vLLM's) until every request finishes, and check exercise 12's claims: before each iteration it
-    notes the oldest running request and counts the iterations that preempt it.
+    """Serve ``requests`` under ``scheme`` with ``scheduler`` (a scheduler class, default the 2023
+    vLLM paper's) until every request finishes, and check exercise 12's claims: before each
+    iteration it notes the oldest running request and counts the iterations that preempt it.
 
     ``max_iterations`` (default: the output tokens of all requests, a bound no run that makes
     progress can reach — each iteration generates a token for every running request, and a

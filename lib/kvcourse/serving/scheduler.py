@@ -21,13 +21,14 @@ the one the book runs; assignment a4 writes them again.
    marks how it resumes; the loop checks that it did (:class:`PreemptionError` if not);
 3. unless step 2 preempted somebody, waiting requests are admitted in queue order while their
    memory fits — Max and Oracle: the allocator returns a run of 2048, or prompt + output, slots;
-   Paged: the free blocks hold the (re)prompt plus the first new token; a swapped request gets
-   GPU blocks again and its KV is copied back in. The first request that does not fit stops
-   admission (no overtaking);
+   Paged: the free blocks hold the (re)prompt plus the first new token (the course's rule; vLLM
+   v1's memory asks for the (re)prompt only); a swapped request gets GPU blocks again and its KV
+   is copied back in. The first request that does not fit stops admission (no overtaking);
 4. every running request stores one more token: a newly admitted or recomputed one stores its
    whole (re)prompt (prefill) and its next output token, the others one token each (decode). A
    request of output length ``o`` therefore runs ``o`` iterations and finishes holding
-   prompt + output tokens;
+   prompt + output tokens (one fewer under a memory with vLLM's ``unwritten_tokens``; a prefill
+   skips the ``cached_tokens`` whose KV such a memory still held);
 5. the memory is accounted into the five kinds (:mod:`kvcourse.serving.records`); then finished
    requests free their memory and leave the batch;
 6. time advances by :meth:`~kvcourse.serving.cost.IterationCost.seconds` of the work done plus
@@ -77,9 +78,9 @@ class IterationScheduler:
       finished (it then holds no memory and has generated its whole output);
     * ``waiting`` and ``running`` are each in arrival order (a request's ``order``): arrivals join
       the back of the queue, a victim goes back to its place in it (the front, with vLLM's
-      victim, the latest-arrived), and an admitted request takes its place in the batch (the end,
-      with vLLM's victim). Then every running request arrived before every waiting one, so the
-      oldest unfinished request is ``running[0]`` whenever anything runs;
+      victim, the latest-arrived, in the paper and in v1), and an admitted request takes its place
+      in the batch (the end, with vLLM's victim). Then every running request arrived before every
+      waiting one, so the oldest unfinished request is ``running[0]`` whenever anything runs;
     * admission takes the head of the queue or nobody (no overtaking), and admits nobody in an
       iteration whose step 2 preempted a request and left others running;
     * every running request holds memory for each token it has stored (prompt + generated), and
@@ -95,7 +96,8 @@ class IterationScheduler:
       preempted only when it is alone, and alone it fits — so it never is, and always progresses.
 
     The two hooks are left to a subclass (this class raises ``NotImplementedError`` when memory
-    runs out): :class:`kvcourse.serving.preemption.VllmPaperScheduler` is vLLM's, and a student's
+    runs out): :class:`kvcourse.serving.preemption.VllmPaperScheduler` is the 2023 vLLM paper's
+    (:class:`kvcourse.serving.paged_v1.VllmV1Scheduler` vLLM v1's), and a student's
     scheduler of assignment a4 is another. Read the ``admitted`` and ``finished`` requests of each
     :class:`Iteration` for latency metrics (:mod:`kvcourse.serving.latency` does).
     """
@@ -144,6 +146,7 @@ class IterationScheduler:
         self._stored = 0  # tokens held by running requests
         self._final = 0  # sum of prompt + output over running requests
         self._swap_step = [0.0, 0, 0]  # this iteration's copy seconds, blocks out, blocks in
+        self._lag = self.memory.unwritten_tokens  # generated tokens not yet stored, per request
         self._closed = False
 
     # ------------------------------------------------------------------ the loop
@@ -217,7 +220,7 @@ class IterationScheduler:
                 i -= 1
             i = self.memory.grow(running, i)
         if victims:  # the running requests' token counts, recounted after the hooks' changes
-            self._stored = sum(live.prompt + live.done for live in running)
+            self._stored = sum(live.prompt + live.done - self._lag for live in running)
             self._final = sum(live.final for live in running)
         return victims
 
@@ -254,8 +257,8 @@ class IterationScheduler:
             if live.new:
                 live.new = False
                 prefill = live.prompt + live.done
-                new_tokens += prefill
-                stored += prefill + 1
+                new_tokens += prefill - live.cached_tokens
+                stored += prefill + 1 - self._lag
             else:
                 new_tokens += 1
                 stored += 1
@@ -291,7 +294,7 @@ class IterationScheduler:
         self.iterations += 1
         for live in finished:  # released while still in the batch: close() retries after errors
             self.memory.release(live)
-            self._stored -= live.prompt + live.done
+            self._stored -= live.prompt + live.done - self._lag
             self._final -= live.final
         if finished:
             done_ids = {id(live) for live in finished}
@@ -308,24 +311,26 @@ class IterationScheduler:
         :class:`kvcourse.serving.preemption.VllmPaperScheduler`."""
         raise NotImplementedError(
             f"{type(self).__name__} has no choose_victim(): subclass IterationScheduler and write "
-            f"it, or use kvcourse.serving.VllmPaperScheduler (vLLM's)"
+            f"it, or use kvcourse.serving.VllmPaperScheduler (the 2023 vLLM paper's)"
         )
 
     def preempt(self, victim: LiveRequest) -> None:
         """The hook that preempts ``victim`` (running), all or nothing: take it out of
         ``running``, free all of its memory (``memory.release``), count it (``preemptions`` and
         ``victim.preemptions``), put it back in ``waiting`` and say how it resumes:
-        :meth:`recompute` or :meth:`swap_out`. vLLM's: :class:`kvcourse.serving.preemption.
-        VllmPaperScheduler`. The loop checks the result (:class:`PreemptionError`)."""
+        :meth:`recompute` or :meth:`swap_out`. The 2023 vLLM paper's: :class:`kvcourse.serving.
+        preemption.VllmPaperScheduler`. The loop checks the result (:class:`PreemptionError`)."""
         raise NotImplementedError(
             f"{type(self).__name__} has no preempt(): subclass IterationScheduler and write it, "
-            f"or use kvcourse.serving.VllmPaperScheduler (vLLM's)"
+            f"or use kvcourse.serving.VllmPaperScheduler (the 2023 vLLM paper's)"
         )
 
     def recompute(self, victim: LiveRequest) -> None:
         """Bring a preempted request back by **recomputation** (§6.2): its KV is gone, so when it
         is admitted again it prefills its prompt plus the tokens it had generated as one new
-        prompt. Counted in ``recomputations`` and ``recomputed_tokens``."""
+        prompt (the paper's rule; under vLLM v1's memory its full blocks stay cached, and only
+        the part evicted meanwhile is prefilled again). Counted in ``recomputations`` and
+        ``recomputed_tokens`` (prompt + generated, whatever the memory still holds)."""
         if self.memory.holds(victim) or victim.cpu_blocks:
             raise PreemptionError(
                 f"recompute(request {victim.request.request_id}): call it on a preempted "
@@ -362,7 +367,7 @@ class IterationScheduler:
         """Step 3 for a swapped request: its KV is copied back into the GPU blocks it was given."""
         blocks = self.memory.swap_in(live)
         seconds = self.swap_cost.seconds(blocks)
-        self._stored += live.prompt + live.done
+        self._stored += live.prompt + live.done - self._lag
         self.swapped_in_blocks += blocks
         self.swap_s += seconds
         self._swap_step[0] += seconds

@@ -176,16 +176,20 @@ _RECOVERY_LABELS = {"recompute": "", "swap": ", swap", "cheaper": ", swap or rec
 
 
 class PagedScheme(MemoryScheme):
-    """The "Paged" scheme: PagedAttention's blocks of ``block_size`` slots (16, vLLM's default),
-    taken from a :class:`~kvcourse.blocks.pool.BlockPool` only when a sequence's last block is
-    full. A request is admitted when its prompt and first token fit now; when the pool runs dry the
-    scheduler preempts a running request (:class:`~kvcourse.serving.scheduler.VllmPaperScheduler`).
+    """The "Paged" scheme: PagedAttention's blocks of ``block_size`` slots (16, vLLM's default in
+    the paper and in v1), taken from a :class:`~kvcourse.blocks.pool.BlockPool` only when a
+    sequence's last block is full. A request is admitted when its prompt and first token fit now
+    (the course's rule: vLLM, v0 and v1, asks for the prompt only; vLLM v1's memory is
+    :class:`~kvcourse.serving.paged_v1.PagedV1Scheme`); when the pool runs dry the scheduler
+    preempts a running request (:class:`~kvcourse.serving.preemption.VllmPaperScheduler`).
 
     ``recovery`` says how a preempted request comes back (§6.2, :data:`RECOVERIES`):
 
-    * ``"recompute"`` (vLLM's default): its KV is dropped; when it is admitted again its prompt and
-      generated tokens are prefilled as a new prompt;
-    * ``"swap"``: its blocks are copied to a CPU block pool of ``cpu_blocks`` blocks and copied back
+    * ``"recompute"`` (the default, as in vLLM: v0 recomputes a request of one sequence and swaps
+      a group of several, v1 only recomputes): its KV is dropped; when it is admitted again its
+      prompt and generated tokens are prefilled as a new prompt;
+    * ``"swap"`` (the paper's and v0's other way; v1 has none): its blocks are copied to a CPU block
+      pool of ``cpu_blocks`` blocks and copied back
       when it is admitted again (which needs GPU blocks again), each copy timed by ``swap_cost``
       and added to the iteration's time; when the CPU pool is full it is recomputed instead;
     * ``"cheaper"``: swap when out + in (``swap_cost``) takes less time than recomputing its tokens

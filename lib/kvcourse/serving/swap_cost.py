@@ -3,9 +3,10 @@
 A preempted sequence's KV either goes to CPU memory and comes back later (**swapping**), or is
 dropped and rebuilt by a prefill of its prompt and generated tokens (**recomputation**).
 
-**Swapping** copies blocks over PCIe. vLLM keeps each layer's K and V in separate tensors, so one
-KV block is ``layers × 2`` separate copies, each of ``block_size × kv_heads × head_dim × dtype``
-bytes, and each copy pays a fixed cost before its bytes move (:class:`SwapCost`):
+**Swapping** copies blocks over PCIe. vLLM as the paper built it (v0; v1 does not swap) keeps each
+layer's K and V in separate tensors, so one KV block is ``layers × 2`` separate copies, each of
+``block_size × kv_heads × head_dim × dtype`` bytes, and each copy pays a fixed cost before its bytes
+move (:class:`SwapCost`):
 
 ``copy time = per_copy_s + copy bytes / bandwidth``,  ``copies = layers × 2 × blocks``.
 
