@@ -1,5 +1,6 @@
 """Tests for kvcourse.serving.sweep (§7): the highest sustainable rate read off a swept curve, the
-rate sweep itself (deterministic, a progress bar only when asked or on a terminal), and the
+rate sweep itself (deterministic, a progress bar only when asked or on a terminal), a sweep per
+scheme on its own grid, and the
 ShareGPT-like result beside the lecture's: Paged sustains ≈ 2× Oracle's rate and > 3× Max's."""
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from kvcourse.serving import (
     default_schemes,
     latency_rate_sweep,
     sustainable_rate,
+    sweep_each_scheme,
 )
 from kvcourse.workloads import LengthDistribution
 
@@ -154,3 +156,26 @@ def test_bad_arguments_raise_clearly():
         bisect_sustainable_rate(PagedScheme(), low=2.0, high=1.0)
     with pytest.raises(TypeError, match="MemoryScheme"):
         bisect_sustainable_rate("paged", low=1.0, high=2.0)
+
+
+def test_sweep_each_scheme_gives_each_scheme_the_sweep_of_its_own_grid():
+    grids = {"Paged": (4.0, 8.0), "Max": (1.0, 2.0)}
+    sweeps = sweep_each_scheme(
+        grids, default_schemes(max_len=256), workload=SMALL, num_requests=200, num_slots=1500,
+        progress=False,
+    )  # fmt: skip
+    assert [list(s.results) for s in sweeps] == [["Paged"], ["Max"]]
+    whole = small_sweep(progress=False)
+    for sweep, (name, rates) in zip(sweeps, grids.items(), strict=True):
+        assert sweep.rates == rates
+        alone = [whole.results[name][whole.rates.index(r)] for r in rates]
+        assert list(sweep.results[name]) == alone  # the same runs as in one sweep of all
+
+
+def test_sweep_each_scheme_rejects_bad_grids():
+    with pytest.raises(ValueError, match="grids must map scheme names to rates"):
+        sweep_each_scheme({})
+    with pytest.raises(ValueError, match=r"grids name schemes \['paged'\]"):
+        sweep_each_scheme({"paged": (1.0,)})
+    with pytest.raises(ValueError, match="non-empty list of MemoryScheme"):
+        sweep_each_scheme({"Paged": (1.0,)}, PagedScheme())

@@ -24,7 +24,7 @@ latency.
 * :mod:`kvcourse.serving.latency`: per-request times and normalized latency
   (:func:`measure_latency`);
 * :mod:`kvcourse.serving.sweep`: latency against request rate and the highest sustainable rate
-  (:func:`latency_rate_sweep`, §7);
+  (:func:`latency_rate_sweep`, and :func:`sweep_each_scheme` on a grid per scheme, §7);
 * :mod:`kvcourse.serving.progress`: exercise 12 on a workload: every request finishes and the
   oldest is never preempted (:func:`check_progress`), and a scheduler for which that fails.
 """
@@ -84,6 +84,7 @@ from kvcourse.serving.sweep import (
     bisect_sustainable_rate,
     latency_rate_sweep,
     sustainable_rate,
+    sweep_each_scheme,
 )
 
 __all__ = [
@@ -143,4 +144,5 @@ __all__ = [
     "latency_rate_sweep",
     "measure_latency",
     "sustainable_rate",
+    "sweep_each_scheme",
 ]

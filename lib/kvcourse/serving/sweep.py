@@ -16,6 +16,9 @@ largest swept rate if every one meets it (a lower bound: sweep further); NaN if 
 so interpolation between two grid points lands a little below the true crossing; the finer the
 grid, the closer. :func:`bisect_sustainable_rate` bisects on the rate instead, as the lecture
 does, to a stated tolerance.
+
+:func:`sweep_each_scheme` sweeps each scheme on a grid of its own (§7 sweeps each only up to a
+little past its knee, :data:`SHAREGPT_GRIDS`), one :class:`RateSweep` per scheme.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ __all__ = [
     "bisect_sustainable_rate",
     "latency_rate_sweep",
     "sustainable_rate",
+    "sweep_each_scheme",
 ]
 
 #: The lecture's latency target: mean normalized latency of at most 50 ms per token.
@@ -233,6 +237,36 @@ def latency_rate_sweep(
             for name, row in results.items()
         },
     )
+
+
+def sweep_each_scheme(
+    grids: Mapping[str, Sequence[float]],
+    schemes: Sequence[MemoryScheme] | None = None,
+    **options: object,
+) -> list[RateSweep]:
+    """One :func:`latency_rate_sweep` per scheme, each on its own grid of rates.
+
+    ``grids`` maps a scheme's name to the rates (req/s) it is swept at, in the order the sweeps
+    come back; ``schemes`` holds the schemes those names are looked up in (default Max, Oracle +
+    buddy, Paged). ``options`` (``num_requests``, ``seed``, ``workload``, ``progress``, ...) go
+    to every sweep unchanged, so a scheme's curve is the one ``latency_rate_sweep`` gives on its
+    grid alone. Merge the list into one curve per scheme with
+    :func:`kvcourse.viz.latency_curves`. Raises ``ValueError`` for an empty ``grids`` or a name
+    that is not one of ``schemes``.
+    """
+    if not isinstance(grids, Mapping) or not grids:
+        raise ValueError(
+            f"grids must map scheme names to rates, e.g. SHAREGPT_GRIDS; got {grids!r}"
+        )
+    if schemes is None:
+        schemes = default_schemes()
+    if isinstance(schemes, MemoryScheme) or not isinstance(schemes, Sequence) or not schemes:
+        raise ValueError(f"schemes must be a non-empty list of MemoryScheme, got {schemes!r}")
+    by_name = {check_scheme(s).name: s for s in schemes}
+    unknown = [name for name in grids if name not in by_name]
+    if unknown:
+        raise ValueError(f"grids name schemes {unknown} that are not among {list(by_name)}")
+    return [latency_rate_sweep(rates, [by_name[name]], **options) for name, rates in grids.items()]
 
 
 def bisect_sustainable_rate(

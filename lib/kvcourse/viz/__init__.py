@@ -28,7 +28,7 @@
 * §10, other ways to make KV cheaper: :mod:`kvcourse.viz.kv_formats` (memory of a sink + window
   rule against length, and the blocks it keeps);
 * :mod:`kvcourse.viz.widgets`: JupyterLab steppers; :mod:`kvcourse.viz.tables`: computed tables
-  for the pages.
+  for the pages (§7's latency against rate among them).
 
 Book pages, notebooks and tests import from here; the names below are the public ones.
 """
@@ -150,6 +150,7 @@ from kvcourse.viz.style import (
 )
 from kvcourse.viz.tables import (
     html_table,
+    latency_table,
     markdown_table,
 )
 from kvcourse.viz.widgets import (
@@ -248,6 +249,7 @@ __all__ = [
     "block_table_stepper",
     "render_frame_png",
     "html_table",
+    "latency_table",
     "markdown_table",
     # §4's GPU measurements
     "KernelRun",
