@@ -155,7 +155,7 @@ def test_no_page_is_announced_as_coming():
 #: What comes right before a section of a *paper*, which is not the book's: "paper §4.5", "the
 #: paper's §5.2", "(vLLM paper, §4.1–4.2)", "The vLLM paper (its §8)", "Mooncake §7".
 PAPER_BEFORE = re.compile(
-    r"(?:paper|paper's|Mooncake|Mooncake's|arXiv v\d|v\d's|FAST '25)[\s,(]*(?:its\s+)?$"
+    r"(?:paper|paper's|Mooncake|Mooncake's|arXiv v\d|v\d's|FAST ['’]25)[\s,(]*(?:its\s+)?$"
 )
 SECTION_CITED = re.compile(r"§(\d+)\.(\d+)")
 CHAPTER_CITED = re.compile(r"(?<![\w`<.])§(\d+)(?![\d.]\d)")
