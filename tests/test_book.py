@@ -175,9 +175,11 @@ def prose(source: str) -> str:
 
 
 def page_number(page: str) -> int | None:
-    """The chapter a page is (book/06_scheduling_and_preemption → 6); None for unnumbered pages."""
-    stem = Path(page).name
-    return int(stem[:2]) if stem[:2].isdigit() else None
+    """The chapter a page is (book/06_scheduling_and_preemption → 6); None for unnumbered pages,
+    including a companion page filed after a chapter (book/08b_reading_vllm_v1), which keeps the
+    lecture's chapter numbers as they are and numbers no sections."""
+    number = re.match(r"(\d\d)_", Path(page).name)
+    return int(number.group(1)) if number else None
 
 
 def paper_section(text: str, start: int) -> bool:
