@@ -176,9 +176,12 @@ A800_80GB = GPUSpec(
     "A800-80GB", memory_bytes=80 * 10**9, peak_flops=312e12, memory_bandwidth=2.039e12
 )
 H200 = GPUSpec("H200", memory_bytes=141 * 10**9, peak_flops=989e12, memory_bandwidth=4.8e12)
+# NVIDIA A10 data sheet: 24 GB GDDR6 at 600 GB/s, 125 TFLOPS dense FP16 on the tensor cores (the
+# 250 it also quotes is with sparsity). The reading guide's §10 experiment runs on one.
+A10 = GPUSpec("A10", memory_bytes=24 * 10**9, peak_flops=125e12, memory_bandwidth=600e9)
 
 #: The accelerators the course refers to, by name.
-GPUS: dict[str, GPUSpec] = {g.name: g for g in (A100_40GB, A100_80GB, A800_80GB, H200)}
+GPUS: dict[str, GPUSpec] = {g.name: g for g in (A100_40GB, A100_80GB, A800_80GB, H200, A10)}
 
 
 def get_model(name: str) -> ModelSpec:

@@ -18,6 +18,10 @@ latency.
 * :mod:`kvcourse.serving.paged_v1`: vLLM v1's paged memory (release v0.33.0): admission for the
   prompt only, preempted requests' full blocks kept cached, no swapping (:class:`PagedV1Scheme`,
   :class:`VllmV1Scheduler`);
+* :mod:`kvcourse.serving.vllm_metrics`: a run's metrics under vLLM v1's names (release v0.33.0),
+  in Prometheus text format (:func:`serve_with_metrics`);
+* :mod:`kvcourse.serving.vllm_startup`: the KV-cache size and maximum concurrency vLLM logs at
+  start-up, with its memory accounting (:func:`vllm_kv_capacity`);
 * :mod:`kvcourse.serving.records`: what a run reports, per iteration and in all, and the five
   kinds of KV memory;
 * :mod:`kvcourse.serving.simulation`: :func:`simulate` and the §3.3, §3.4 comparisons;
@@ -86,6 +90,8 @@ from kvcourse.serving.sweep import (
     sustainable_rate,
     sweep_each_scheme,
 )
+from kvcourse.serving.vllm_metrics import MetricsRun, serve_with_metrics
+from kvcourse.serving.vllm_startup import VllmStartup, vllm_kv_capacity
 
 __all__ = [
     "KINDS",
@@ -111,6 +117,10 @@ __all__ = [
     "PagedV1Memory",
     "PagedV1Scheme",
     "VllmV1Scheduler",
+    "MetricsRun",
+    "VllmStartup",
+    "serve_with_metrics",
+    "vllm_kv_capacity",
     "a100_accounting",
     "check_requests",
     "compare_schemes",

@@ -122,6 +122,11 @@ class KVMemory:
         """Slots allocated to running requests, now."""
         raise NotImplementedError
 
+    def shared_slots(self) -> int:
+        """Slots counted more than once in the running requests' stored tokens, because several
+        requests hold the same cached block (vLLM v1's prefix caching); 0 without sharing."""
+        return 0
+
     def grow(self, running: list[LiveRequest], start: int) -> int:
         """Give each of ``running[start:]``, in batch order, the slot of its next token; return the
         index of the first that needs a new block when none is free, or ``len(running)`` when all

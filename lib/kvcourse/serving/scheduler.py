@@ -267,7 +267,8 @@ class IterationScheduler:
                 finished.append(live)
         self._stored = stored
         allocated = self.memory.allocated()
-        reserved, internal = self.memory.split_allocated(stored, self._final, allocated)
+        held = stored - self.memory.shared_slots()  # a shared block's tokens, once
+        reserved, internal = self.memory.split_allocated(held, self._final, allocated)
         unallocated = self.num_slots - allocated
         # The head was refused although the free slots added up to what it asked for: external.
         external = unallocated if 0 <= refused_need <= unallocated else 0
@@ -276,7 +277,7 @@ class IterationScheduler:
         iteration = Iteration(
             time_s=self.time_s,
             duration_s=duration,
-            stored=stored,
+            stored=held,
             reserved=reserved,
             internal=internal,
             external=external,
