@@ -21,6 +21,8 @@
   sustainable rate and its ratios);
 * §8, prefix caching: :mod:`kvcourse.viz.prefix_cache` (chained hashes, hit rate against
   capacity);
+* Reading vLLM v1: :mod:`kvcourse.viz.metrics_dashboard` (vLLM's metrics of simulated runs as
+  a dashboard);
 * §9, Mooncake: :mod:`kvcourse.viz.mooncake_architecture` (the architecture),
   :mod:`kvcourse.viz.mooncake_timelines` (layer-wise prefill and chunked pipeline timelines),
   :mod:`kvcourse.viz.conductor` (the Conductor's placements compared),
@@ -93,6 +95,7 @@ from kvcourse.viz.memory import (
     rate_sweep_plot,
     ratio_sweep_plot,
 )
+from kvcourse.viz.metrics_dashboard import metrics_dashboard
 from kvcourse.viz.mooncake_architecture import mooncake_architecture_figure
 from kvcourse.viz.mooncake_timelines import (
     LANE_COLORS,
@@ -161,6 +164,7 @@ from kvcourse.viz.widgets import (
 
 __all__ = [
     "LANE_COLORS",
+    "metrics_dashboard",
     "LANE_LABELS",
     "REJECTION_RULE_COLORS",
     "pd_load_figure",
