@@ -28,7 +28,10 @@
 * §10, other ways to make KV cheaper: :mod:`kvcourse.viz.kv_formats` (memory of a sink + window
   rule against length, and the blocks it keeps);
 * :mod:`kvcourse.viz.widgets`: JupyterLab steppers; :mod:`kvcourse.viz.tables`: computed tables
-  for the pages.
+  for the pages;
+* every figure on a phone: :mod:`kvcourse.viz.phone` (a figure's phone rendering: plots
+  restacked by themselves, diagrams drawn with ``phone=True``), :mod:`kvcourse.viz.figure_pair`
+  (the desktop and phone renderings shown as one picture, ``book_figure``).
 
 Book pages, notebooks and tests import from here; the names below are the public ones.
 """
@@ -73,6 +76,7 @@ from kvcourse.viz.buddy import (
     draw_buddy_walkthrough,
 )
 from kvcourse.viz.conductor import placement_comparison_figure, ttft_load_plot
+from kvcourse.viz.figure_pair import BookFigure, book_figure
 from kvcourse.viz.kernel_results import (
     KernelRun,
     gpu_kernel_runs,
@@ -109,6 +113,13 @@ from kvcourse.viz.os_paging import (
 from kvcourse.viz.overload import REJECTION_RULE_COLORS, pd_load_figure, rejection_bars
 from kvcourse.viz.overview import (
     draw_system_overview,
+)
+from kvcourse.viz.phone import (
+    PHONE_MIN_FONT_PT,
+    PHONE_WIDTH_IN,
+    fit_height,
+    phone_figure,
+    phone_layout,
 )
 from kvcourse.viz.preemption import (
     PreemptionArtists,
@@ -256,4 +267,12 @@ __all__ = [
     "latest_gpu_kernel_run",
     "window_blocks_figure",
     "window_memory_plot",
+    # every figure on a phone
+    "PHONE_MIN_FONT_PT",
+    "PHONE_WIDTH_IN",
+    "BookFigure",
+    "book_figure",
+    "fit_height",
+    "phone_figure",
+    "phone_layout",
 ]
