@@ -6,13 +6,11 @@ import importlib.util
 from pathlib import Path
 from types import SimpleNamespace
 
-from docutils import nodes
-from docutils.utils import new_document
-
 ROOT = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("figure_files", ROOT / "book/_ext/figure_files.py")
 figure_files = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(figure_files)
+nodes = figure_files.nodes  # docutils', which comes with Sphinx
 
 SVG = '<svg xmlns="http://www.w3.org/2000/svg" width="10pt" height="10pt"></svg>'
 
@@ -22,7 +20,7 @@ def uri(svg):
 
 
 def page(html, other="<p>a table</p>"):
-    doc = new_document("page")
+    doc = nodes.container()  # stands in for a page's doctree
     doc += nodes.raw("", html, format="html", classes=["output", "text_html"])
     doc += nodes.raw("", other, format="html")
     return doc

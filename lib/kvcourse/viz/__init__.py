@@ -1,8 +1,8 @@
 """The book's drawings, tables and JupyterLab steppers, one module per chapter's pictures.
 
 * :mod:`kvcourse.viz.style`: the one palette, font size and drawing pieces every figure shares;
-* §2, virtual memory: :mod:`kvcourse.viz.os_paging` (one address translated; page tables and
-  the frames they point at);
+* §2, virtual memory: :mod:`kvcourse.viz.address_translation` (one address translated),
+  :mod:`kvcourse.viz.os_paging` (page tables and the frames they point at);
 * §3, where the memory went: :mod:`kvcourse.viz.arena` (a contiguous arena and its kinds of
   waste), :mod:`kvcourse.viz.buddy` (the buddy walk-through), :mod:`kvcourse.viz.memory` (a
   serving run's memory: breakdown bars, timelines, rate sweeps);
@@ -21,7 +21,8 @@
   sustainable rate and its ratios);
 * §8, prefix caching: :mod:`kvcourse.viz.prefix_cache` (chained hashes, hit rate against
   capacity);
-* §9, Mooncake: :mod:`kvcourse.viz.mooncake_architecture` (the architecture),
+* §9, Mooncake: :mod:`kvcourse.viz.mooncake_architecture` (the architecture, drawn from the
+  pieces of :mod:`kvcourse.viz.mooncake_pieces`),
   :mod:`kvcourse.viz.mooncake_timelines` (layer-wise prefill and chunked pipeline timelines),
   :mod:`kvcourse.viz.conductor` (the Conductor's placements compared),
   :mod:`kvcourse.viz.overload` (rejection rules and the two pools' loads);
@@ -38,6 +39,7 @@ Book pages, notebooks and tests import from here; the names below are the public
 
 from __future__ import annotations
 
+from kvcourse.viz.address_translation import draw_translation
 from kvcourse.viz.arena import (
     ArenaArtists,
     ArenaRun,
@@ -107,7 +109,6 @@ from kvcourse.viz.mooncake_timelines import (
 from kvcourse.viz.os_paging import (
     PageTableArtists,
     draw_page_tables,
-    draw_translation,
     page_table_legend_handles,
 )
 from kvcourse.viz.overload import REJECTION_RULE_COLORS, pd_load_figure, rejection_bars

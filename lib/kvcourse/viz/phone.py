@@ -4,7 +4,7 @@ whole figure shows there with its text at least 9 px high.
 A phone shows the book in a column about :data:`PHONE_COLUMN_PX` CSS pixels wide. A figure drawn
 8 inches wide and shrunk into that column shows its 11 pt labels at 6 or 7 px, and its
 side-by-side panels become strips. A phone rendering is :data:`PHONE_WIDTH_IN` wide with no text
-under :data:`PHONE_MIN_FONT_PT`, which is 9.8 px when shown across the column.
+under :data:`PHONE_MIN_FONT_PT`, about 9.5 px when shown across the column.
 
 * :func:`phone_layout` derives the phone rendering of a plot by itself: a copy of the figure,
   narrowed, its side-by-side panels stacked, its text resized by :func:`phone_font_size`, its
@@ -43,14 +43,15 @@ __all__ = [
     "phone_layout",
 ]
 
-#: The width of the book's text column on a phone 390 CSS px wide (the theme's padding taken off).
-PHONE_COLUMN_PX = 358
+#: The width of the book's text column on a phone 390 CSS px wide (measured in Chromium: the
+#: theme's padding taken off).
+PHONE_COLUMN_PX = 342
 #: The smallest text a reader should get, in CSS pixels, on that phone.
 MIN_TEXT_PX = 9.0
 #: How wide a phone rendering is drawn, in inches: shown across the column, 1 pt of its text is
 #: then about 1 CSS px.
 PHONE_WIDTH_IN = 4.6
-#: No text of a phone rendering is smaller than this (in points): 9.8 px in the column.
+#: No text of a phone rendering is smaller than this (in points): about 9.5 px in the column.
 PHONE_MIN_FONT_PT = 9.5
 #: How much smaller than on the desktop a phone rendering's text is drawn, before the floor.
 PHONE_FONT_SCALE = 0.9
