@@ -102,7 +102,7 @@ def figure_problems(figure: dict, width: int) -> list[str]:
     problems = []
     if not figure["picture"]:
         return ["is not a kvcourse.viz.book_figure picture (no phone rendering)"]
-    if figure["phone"] != (width <= 600):
+    if figure["phone"] != (width <= 720):
         problems.append(f"shows the {'phone' if figure['phone'] else 'desktop'} rendering")
     if figure["left"] < -0.5 or figure["right"] > figure["screen"] + 0.5:
         problems.append(

@@ -3,6 +3,7 @@ phone SVG whose text stays readable, and the HTML picture that holds both."""
 
 import base64
 import re
+from pathlib import Path
 
 import pytest
 from IPython.core.pylabtools import print_figure
@@ -122,3 +123,8 @@ def test_book_figure_checks_its_arguments():
         book_figure("figure")
     with pytest.raises(TypeError, match="phone"):
         book_figure(plot(), "figure")
+
+
+def test_the_stylesheet_switches_at_the_same_width():
+    css = (Path(__file__).resolve().parents[2] / "_static" / "course.css").read_text()
+    assert f"@media {PHONE_MEDIA}" in css

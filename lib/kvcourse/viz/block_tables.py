@@ -301,7 +301,7 @@ def block_table_frames_figure(
     phone's column (``ncols`` and ``panel_size`` do not apply)."""
     frames = check_frames(frames)
     if phone:
-        fig = phone_figure(4.0 * len(frames))
+        fig = phone_figure(4.7 * len(frames))  # about their height: fit_height finishes
         axes = fig.subplots(len(frames), 1, squeeze=False)
         for ax, frame in zip(axes.flat, frames, strict=True):
             draw_block_table_frame(ax, frame, fontsize=fontsize, phone=True)

@@ -29,9 +29,10 @@ from kvcourse.viz.phone import MIN_TEXT_PX, PHONE_COLUMN_PX, fit_height, phone_l
 
 __all__ = ["PHONE_MEDIA", "BookFigure", "book_figure", "render_svg", "shown_text_px", "svg_size_pt"]
 
-#: The windows that get the phone rendering (the stylesheet, ``_static/course.css``, uses the
-#: same width).
-PHONE_MEDIA = "(max-width: 600px)"
+#: The windows that get the phone rendering: up to 720 px, where the text column is too narrow
+#: for the desktop renderings' smallest labels to stay at 9 px (the stylesheet,
+#: ``_static/course.css``, uses the same width).
+PHONE_MEDIA = "(max-width: 720px)"
 
 _SVG_SIZE = re.compile(r'<svg[^>]*?\swidth="([\d.]+)pt"[^>]*?\sheight="([\d.]+)pt"')
 

@@ -90,7 +90,7 @@ def fit_height(fig: Figure, *, rounds: int = 4) -> Figure:
             key = round(box.y0, 2)
             rows[key] = max(rows.get(key, lack), lack)
         change = sum(rows.values())
-        if abs(change) < 0.01:
+        if abs(change) < 0.03:  # a fiftieth of an inch: two pixels on a phone
             break
         fig.set_size_inches(width, max(0.5, height + change))
     return fig
@@ -139,7 +139,7 @@ def _stack_panels(fig: Figure, old_w: float, old_h: float, width: float) -> floa
     heights = heights or [1.0] * nrows
     widths = widths or [1.0] * ncols
     # the rows share the figure's height with what is outside the grid (titles, a legend)
-    outside = 0.6 if fig.legends or fig._suptitle is not None else 0.25
+    outside = 0.6 if fig.legends or fig.get_suptitle() else 0.25
     grid_h = max(old_h - outside, 0.5 * old_h)
     cells = sorted({_cell(ax) for ax in axes}, key=lambda c: (c[0].start, c[1].start))
     new_heights = []
@@ -196,13 +196,13 @@ def _resize_text(fig: Figure) -> None:
 
 
 def _wrap_long_texts(fig: Figure) -> None:
-    """Break the lines of horizontal texts (titles, labels, notes) wider than most of the figure."""
-    fig.draw_without_rendering()
-    room = 0.85 * fig.bbox.width
+    """Break the lines of horizontal texts (titles, labels, notes) wider than most of the figure.
+    A text's width does not depend on where the layout puts it: no drawing is needed."""
+    renderer, room = fig._get_renderer(), 0.85 * fig.bbox.width
     for text in fig.findobj(Text):
         if not text.get_visible() or text.get_rotation() % 180 or " " not in text.get_text():
             continue
-        wide = text.get_window_extent().width
+        wide = text.get_window_extent(renderer).width
         if wide > room:
             lines = text.get_text().split("\n")
             chars = max(len(line) for line in lines) * room / wide
@@ -212,9 +212,12 @@ def _wrap_long_texts(fig: Figure) -> None:
 def _drop_labels_wider_than_their_bar(fig: Figure) -> None:
     """Hide a plot's label centred in a bar that has become too narrow for it (a value written
     in a thin segment of a stacked bar): narrowed, it would spill over its neighbours."""
+    plots = [ax for ax in fig.axes if ax.axison and ax.texts and ax.patches]  # not diagrams
+    if not plots:
+        return
     fig.draw_without_rendering()
     renderer = fig._get_renderer()
-    for ax in (ax for ax in fig.axes if ax.axison):  # plots; diagrams lay their text out
+    for ax in plots:
         bars = [p.get_window_extent(renderer) for p in ax.patches if isinstance(p, Rectangle)]
         for text in ax.texts:
             if text.get_ha() != "center" or not text.get_visible():
@@ -231,35 +234,40 @@ def _reflow_legends(fig: Figure, width: float) -> None:
     panel moves under the panel (below its x axis), where it covers no data in a narrow plot; a
     diagram's legend becomes the figure's, at the bottom. The figure grows by what the legends
     added to its height."""
+    legends = list(fig.findobj(Legend))
+    if not legends:
+        return
+    fig.draw_without_rendering()  # where each legend is now: in its panel, under it, elsewhere
+    renderer = fig._get_renderer()
     grown, hung = 0.0, []
-    for leg in list(fig.findobj(Legend)):
-        ax = leg.parent
-        fig.draw_without_rendering()
-        before = leg.get_window_extent().height
+    for leg in legends:
+        ax, box = leg.parent, leg.get_window_extent(renderer)
         inside = isinstance(ax, Axes) and leg.get_bbox_to_anchor() is ax.bbox
-        under = isinstance(ax, Axes) and leg.get_window_extent().y1 <= ax.bbox.y0 + 1
+        under = isinstance(ax, Axes) and box.y1 <= ax.bbox.y0 + 1
         if (inside or under) and not ax.axison:
             leg = _to_figure_legend(leg)
         elif inside or under:
             hung.append(leg)
-            _hang_under(leg)
         # A panel's legend must not be wider than the panel (the layout would narrow the panel
-        # to make room for it), and a plot's panel leaves room for its y axis.
+        # to make room for it), and a plot's panel leaves room for its y axis. A legend's own
+        # size does not depend on where it is: measured without drawing the figure.
         margin = 0.75 if isinstance(leg.parent, Axes) and ax.yaxis.get_visible() else 0.0
         room = (0.96 * width - margin) * fig.dpi
         ncols = leg._ncols
         while True:
             _rebuild(leg, ncols)
-            fig.draw_without_rendering()
-            if ncols == 1 or leg.get_window_extent().width <= room:
+            if ncols == 1 or leg.get_window_extent(renderer).width <= room:
                 break
             ncols -= 1
-        grown += max(0.0, leg.get_window_extent().height - (0.0 if inside else before)) / fig.dpi
+        after = leg.get_window_extent(renderer).height
+        grown += max(0.0, after - (0.0 if inside else box.height)) / fig.dpi
     if grown:
         w, h = fig.get_size_inches()
         fig.set_size_inches(w, h + grown + 0.08 * len(hung))
-    for leg in hung:  # again, now that the panels have their final size
-        _hang_under(leg)
+    if hung:  # hang them now that the panels have their final size
+        fig.draw_without_rendering()
+        for leg in hung:
+            _hang_under(leg, renderer)
 
 
 def _to_figure_legend(leg: Legend) -> Legend:
@@ -278,11 +286,11 @@ def _to_figure_legend(leg: Legend) -> Legend:
     return moved
 
 
-def _hang_under(leg: Legend) -> None:
-    """Anchor ``leg`` by its top centre just under its panel's x tick labels and label."""
+def _hang_under(leg: Legend, renderer) -> None:
+    """Anchor ``leg`` by its top centre just under its panel's x tick labels and label (how far
+    they reach under the panel does not depend on where the layout puts it)."""
     ax, fig = leg.parent, leg.figure
-    fig.draw_without_rendering()
-    below = _below_axes(ax, fig._get_renderer()) / fig.dpi  # inches
+    below = _below_axes(ax, renderer) / fig.dpi  # inches
     leg.set_bbox_to_anchor(
         (0.5, 0.0), transform=ax.transAxes + ScaledTranslation(0, -below, fig.dpi_scale_trans)
     )

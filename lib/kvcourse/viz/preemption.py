@@ -316,7 +316,7 @@ def _phone_frames_figure(
     frames: list[PreemptionFrame], colors: dict[str, str], fontsize: float, legend: bool
 ) -> Figure:
     """:func:`preemption_frames_figure` for a phone's column."""
-    fig = phone_figure(0.14 * sum(phone_row_height(f) for f in frames))
+    fig = phone_figure(0.172 * sum(phone_row_height(f) for f in frames))
     ax = fig.add_subplot()
     y = 0.0
     for frame in frames:

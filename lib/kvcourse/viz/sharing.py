@@ -296,7 +296,7 @@ def sharing_frames_figure(
     if not frames or not all(isinstance(f, SharingFrame) for f in frames):
         raise ValueError("frames must be a non-empty list of SharingFrame")
     if phone:
-        fig = phone_figure(sum(_frame_height(f, phone=True) for f in frames) * 0.37)
+        fig = phone_figure(sum(_frame_height(f, phone=True) for f in frames) * 0.395)
         heights = [_frame_height(f, phone=True) for f in frames]
         axes = fig.subplots(len(frames), 1, squeeze=False, height_ratios=heights)
         for ax, frame in zip(axes[:, 0], frames, strict=True):
