@@ -1,6 +1,7 @@
 """The built book in a real browser, at a laptop's and a phone's width: every page loads clean,
-equations are typeset, nothing is wider than the screen, the phone menu opens the contents, and
-search finds English and Chinese terms, lists the page about a term first and quotes prose. A
+equations are typeset, nothing is wider than the screen, every figure fits the screen with its
+caption under it and its text at least 9 px high, the phone menu opens the contents, and search
+finds English and Chinese terms, lists the page about a term first and quotes prose. A
 screenshot of every page at both widths is kept under ``_build/test-artifacts/book/``."""
 
 import re
@@ -70,6 +71,79 @@ def test_every_page_loads_clean_and_fits(browser, book_url, book_pages, width, w
     assert not failures, "\n".join(failures)
 
 
+#: The smallest text a figure may show, in CSS px (kvcourse.viz.phone.MIN_TEXT_PX).
+MIN_FIGURE_TEXT_PX = 9.0
+#: Every figure of a page: its image's box, the caption's, and the size of its smallest text. A
+#: figure is a <picture> of kvcourse.viz.book_figure: the rendering the browser chose (the phone
+#: <source> or the desktop <img>) states in data-min-text-px how high its smallest text is at
+#: its natural width; shown at another width, that height scales with it. Text drawn into an
+#: image cannot be measured in the page, so this is the measure.
+FIGURES_JS = """() => [...document.querySelectorAll('article figure')].map(f => {
+    const img = f.querySelector('img'), caption = f.querySelector('figcaption');
+    const source = f.querySelector('picture source');
+    const phone = !!source &&
+        new URL(source.getAttribute('srcset'), document.baseURI).href === img.currentSrc;
+    const chosen = phone ? source : img;
+    const box = img.getBoundingClientRect(), under = caption?.getBoundingClientRect();
+    return {
+        id: f.id, picture: !!img.closest('picture.kv-figure'), phone,
+        left: box.left, right: box.right, width: box.width, natural: img.naturalWidth,
+        minText: parseFloat(chosen.getAttribute('data-min-text-px')),
+        caption: under && {top: under.top, left: under.left, right: under.right,
+                           height: under.height},
+        bottom: box.bottom, scrolls: f.scrollWidth > f.clientWidth + 1,
+        screen: document.documentElement.clientWidth,
+    };
+})"""
+
+
+def figure_problems(figure: dict, width: int) -> list[str]:
+    """What is wrong with one figure as the browser shows it at ``width`` px."""
+    problems = []
+    if not figure["picture"]:
+        return ["is not a kvcourse.viz.book_figure picture (no phone rendering)"]
+    if figure["phone"] != (width <= 720):
+        problems.append(f"shows the {'phone' if figure['phone'] else 'desktop'} rendering")
+    if figure["left"] < -0.5 or figure["right"] > figure["screen"] + 0.5:
+        problems.append(
+            f"image spans {figure['left']:.0f}-{figure['right']:.0f} px, outside the screen's "
+            f"{figure['screen']} px"
+        )
+    if figure["scrolls"]:
+        problems.append("scrolls sideways")
+    caption = figure["caption"]
+    if not caption or caption["height"] <= 0:
+        problems.append("has no visible caption")
+    elif not 0 <= caption["top"] - figure["bottom"] <= 24:
+        problems.append(f"caption is {caption['top'] - figure['bottom']:.0f} px from the image")
+    elif caption["left"] < -0.5 or caption["right"] > figure["screen"] + 0.5:
+        problems.append("caption runs off the screen")
+    if not figure["natural"] or not figure["minText"] > 0:
+        problems.append("states no text size (data-min-text-px) or did not load")
+    else:
+        shown = figure["minText"] * figure["width"] / figure["natural"]
+        if shown < MIN_FIGURE_TEXT_PX:
+            problems.append(f"smallest text is {shown:.1f} px (under {MIN_FIGURE_TEXT_PX:g})")
+    return problems
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_every_figure_fits_with_its_caption_and_readable_text(browser, book_url, book_pages, width):
+    failures, seen = [], 0
+    for name in book_pages:
+        page = browser.new_page(viewport={"width": width, "height": 900})
+        page.goto(f"{book_url}/{name}", wait_until="networkidle")
+        for figure in page.evaluate(FIGURES_JS):
+            seen += 1
+            failures += [
+                f"{name} at {width} px, {figure['id'] or 'a figure'}: {problem}"
+                for problem in figure_problems(figure, width)
+            ]
+        page.close()
+    assert seen >= 30, f"expected the book's 30-odd figures, found {seen}"
+    assert not failures, "\n".join(failures)
+
+
 class _Links(HTMLParser):
     def __init__(self):
         super().__init__()
@@ -83,6 +157,8 @@ class _Links(HTMLParser):
             self.links.append(attrs["href"])
         if tag == "img" and attrs.get("src"):
             self.images.append(attrs["src"])
+        if tag == "source" and attrs.get("srcset"):  # a figure's phone rendering
+            self.images.append(attrs["srcset"].split()[0])
 
 
 def parse(path: Path) -> _Links:

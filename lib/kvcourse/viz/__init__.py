@@ -1,8 +1,8 @@
 """The book's drawings, tables and JupyterLab steppers, one module per chapter's pictures.
 
 * :mod:`kvcourse.viz.style`: the one palette, font size and drawing pieces every figure shares;
-* §2, virtual memory: :mod:`kvcourse.viz.os_paging` (one address translated; page tables and
-  the frames they point at);
+* §2, virtual memory: :mod:`kvcourse.viz.address_translation` (one address translated),
+  :mod:`kvcourse.viz.os_paging` (page tables and the frames they point at);
 * §3, where the memory went: :mod:`kvcourse.viz.arena` (a contiguous arena and its kinds of
   waste), :mod:`kvcourse.viz.buddy` (the buddy walk-through), :mod:`kvcourse.viz.memory` (a
   serving run's memory: breakdown bars, timelines, rate sweeps);
@@ -23,20 +23,25 @@
   capacity);
 * Reading vLLM v1: :mod:`kvcourse.viz.metrics_dashboard` (vLLM's metrics of simulated runs as
   a dashboard);
-* §9, Mooncake: :mod:`kvcourse.viz.mooncake_architecture` (the architecture),
+* §9, Mooncake: :mod:`kvcourse.viz.mooncake_architecture` (the architecture, drawn from the
+  pieces of :mod:`kvcourse.viz.mooncake_pieces`),
   :mod:`kvcourse.viz.mooncake_timelines` (layer-wise prefill and chunked pipeline timelines),
   :mod:`kvcourse.viz.conductor` (the Conductor's placements compared),
   :mod:`kvcourse.viz.overload` (rejection rules and the two pools' loads);
 * §10, other ways to make KV cheaper: :mod:`kvcourse.viz.kv_formats` (memory of a sink + window
   rule against length, and the blocks it keeps);
 * :mod:`kvcourse.viz.widgets`: JupyterLab steppers; :mod:`kvcourse.viz.tables`: computed tables
-  for the pages (§7's latency against rate among them).
+  for the pages (§7's latency against rate among them);
+* every figure on a phone: :mod:`kvcourse.viz.phone` (a figure's phone rendering: plots
+  restacked by themselves, diagrams drawn with ``phone=True``), :mod:`kvcourse.viz.figure_pair`
+  (the desktop and phone renderings shown as one picture, ``book_figure``).
 
 Book pages, notebooks and tests import from here; the names below are the public ones.
 """
 
 from __future__ import annotations
 
+from kvcourse.viz.address_translation import draw_translation
 from kvcourse.viz.arena import (
     ArenaArtists,
     ArenaRun,
@@ -75,6 +80,7 @@ from kvcourse.viz.buddy import (
     draw_buddy_walkthrough,
 )
 from kvcourse.viz.conductor import placement_comparison_figure, ttft_load_plot
+from kvcourse.viz.figure_pair import BookFigure, book_figure
 from kvcourse.viz.kernel_results import (
     KernelRun,
     gpu_kernel_runs,
@@ -106,12 +112,18 @@ from kvcourse.viz.mooncake_timelines import (
 from kvcourse.viz.os_paging import (
     PageTableArtists,
     draw_page_tables,
-    draw_translation,
     page_table_legend_handles,
 )
 from kvcourse.viz.overload import REJECTION_RULE_COLORS, pd_load_figure, rejection_bars
 from kvcourse.viz.overview import (
     draw_system_overview,
+)
+from kvcourse.viz.phone import (
+    PHONE_MIN_FONT_PT,
+    PHONE_WIDTH_IN,
+    fit_height,
+    phone_figure,
+    phone_layout,
 )
 from kvcourse.viz.preemption import (
     PreemptionArtists,
@@ -262,4 +274,12 @@ __all__ = [
     "latest_gpu_kernel_run",
     "window_blocks_figure",
     "window_memory_plot",
+    # every figure on a phone
+    "PHONE_MIN_FONT_PT",
+    "PHONE_WIDTH_IN",
+    "BookFigure",
+    "book_figure",
+    "fit_height",
+    "phone_figure",
+    "phone_layout",
 ]

@@ -20,12 +20,14 @@ from matplotlib.patches import Rectangle
 from matplotlib.text import Text
 
 from kvcourse._checks import check_count, check_positive_int, is_int
+from kvcourse.viz.phone import PHONE_MIN_FONT_PT, phone_font_size
 from kvcourse.viz.style import (
     FAILED,
     FONT_SIZE,
     KIND_COLORS,
     OUTLINE,
     center_text,
+    figure_legend,
     finish_diagram,
     kind_legend_handles,
     legend_below,
@@ -108,12 +110,17 @@ def draw_arena(
     waiting: tuple[str, int] | None = None,
     legend: bool = True,
     fontsize: float = FONT_SIZE,
+    phone: bool = False,
 ) -> ArenaArtists:
     """One contiguous arena: each slot coloured by its kind (:func:`arena_kinds`), each run
     outlined and named above, each free gap labelled with its size. ``waiting = (name, slots)``
     adds a request that asks for ``slots`` contiguous slots, drawn as a bar of that length to the
     right with the verdict; the free slots count as external fragmentation when it is refused
-    although they would be enough."""
+    although they would be enough.
+
+    ``phone=True`` draws it for a phone's column (:func:`~kvcourse.viz.phone.phone_figure`): slots
+    taller than wide, so that the narrow strip stays visible, text at
+    :func:`~kvcourse.viz.phone.phone_font_size`, the legend the figure's."""
     need = None
     if waiting is not None:
         if (
@@ -126,7 +133,9 @@ def draw_arena(
         need = waiting[1]
     kinds = arena_kinds(runs, num_slots, waiting=need)
     artists = ArenaArtists()
-    h = 1.0
+    font = phone_font_size if phone else float
+    small = max(font(fontsize - 2), PHONE_MIN_FONT_PT) if phone else fontsize - 2
+    h = 2.4 if phone else 1.0
     for i, kind in enumerate(kinds):
         rect = Rectangle((i, 0), 1, h, fc=KIND_COLORS[kind], ec="white", lw=0.8, zorder=1)
         ax.add_patch(rect)
@@ -139,7 +148,7 @@ def draw_arena(
 
     def label_above(x: float, text: str, **kwargs: object) -> None:
         artists.texts.append(
-            ax.text(x, h + 0.2, text, ha="center", va="bottom", fontsize=fontsize, **kwargs)
+            ax.text(x, h + 0.2, text, ha="center", va="bottom", fontsize=font(fontsize), **kwargs)
         )
 
     for run in runs:
@@ -154,7 +163,7 @@ def draw_arena(
     # Offsets under the row, every 4 slots (fewer on a long arena).
     step = 4 if num_slots <= 64 else max(4, 1 << (num_slots // 16).bit_length())
     for x in range(0, num_slots + 1, step):
-        ax.text(x, -0.15, str(x), ha="center", va="top", fontsize=fontsize - 2, color="0.4")
+        ax.text(x, -0.15, str(x), ha="center", va="top", fontsize=small, color="0.4")
     right = num_slots
     if need is not None:
         x0 = num_slots + 2.0
@@ -166,12 +175,18 @@ def draw_arena(
         label_above(x0 + need / 2, f"{waiting[0]} waits", color=color, weight="bold")
         artists.texts.append(
             center_text(
-                ax, x0 + need / 2, h / 2, f"needs {need}", fontsize=fontsize - 1, color=color
+                ax, x0 + need / 2, h / 2, f"needs {need}", fontsize=font(fontsize - 1), color=color
             )
         )
         right = x0 + need
-    finish_diagram(ax, (-0.5, right + 0.5), (-1.0 if not legend else -1.2, h + 1.0))
-    if legend:
+    if phone:  # room above and below for text of a fixed size in points, whatever the scale
+        units = (right + 1.0) / (0.95 * ax.figure.get_figwidth() * 72)  # data units per point
+        finish_diagram(ax, (-0.5, right + 0.5), (-1.6 * small * units, h + 1.8 * fontsize * units))
+    else:
+        finish_diagram(ax, (-0.5, right + 0.5), (-1.0 if not legend else -1.2, h + 1.0))
+    if legend and phone:
+        figure_legend(ax.figure, kind_legend_handles(), fontsize=font(fontsize - 1), ncols=2)
+    elif legend:
         legend_below(ax, kind_legend_handles(), fontsize=fontsize - 1)
     return artists
 

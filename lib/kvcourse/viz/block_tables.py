@@ -24,11 +24,13 @@ from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, Patch, Rectangle
+from matplotlib.path import Path
 
 from kvcourse._checks import check_positive_int
 from kvcourse.blocks.pool import BlockPool
 from kvcourse.blocks.table import BlockTable, BlockTableEntry
 from kvcourse.viz.block_table_frames import BlockTableFrame, PoolState, check_frames
+from kvcourse.viz.phone import phone_figure, phone_font_size
 from kvcourse.viz.style import (
     BLUE,
     CHANGED,
@@ -85,6 +87,7 @@ def draw_block_table(
     new_blocks: Iterable[int] = (),
     legend: bool = False,
     fontsize: float = FONT_SIZE,
+    phone: bool = False,
 ) -> BlockTableArtists:
     """Draw one sequence's logical blocks, its block table and the physical pool on ``ax``.
 
@@ -94,6 +97,10 @@ def draw_block_table(
     the pool's ``num_blocks`` physical blocks, where this sequence's blocks show its tokens, blocks
     used by others are shaded grey and free blocks are white. The last ``new_tokens`` tokens and
     the ``new_blocks`` are outlined in red. Returns the slot rectangles and arrows it drew.
+
+    ``phone=True`` draws it for a phone's column: the pool under the logical blocks and the table,
+    each arrow running down the right margin to its block, text at
+    :func:`~kvcourse.viz.phone.phone_font_size`.
     """
     entries = _entries(table_or_entries)
     state = PoolState.of(pool) if isinstance(pool, BlockPool) else pool
@@ -124,12 +131,18 @@ def draw_block_table(
     x_tab = x_log + size * w + 0.35  # the block table: physical id, filled
     tab_w = 1.45
     x_phys = x_tab + 2 * tab_w + 1.0  # the pool's slots
-    x_end = x_phys + size * w
     top = 0.0
     n_rows = max(state.num_blocks, len(entries))
     offset = ((state.num_blocks - len(entries)) // 2) * pitch if entries else 0.0
     row_y = [top - offset - i * pitch for i in range(len(entries))]  # top edge of each row
     phys_y = [top - b * pitch for b in range(state.num_blocks)]
+    fontsize = phone_font_size(fontsize) if phone else fontsize
+    if phone:  # the pool under the table, its block ids on the left like the logical blocks'
+        x_phys = x_log
+        row_y = [top - i * pitch for i in range(len(entries))]
+        pool_top = top - max(len(entries), 1) * pitch - 1.25
+        phys_y = [pool_top - b * pitch for b in range(state.num_blocks)]
+    x_end = x_phys + size * w
 
     artists = BlockTableArtists()
 
@@ -195,15 +208,24 @@ def draw_block_table(
             artists.physical_slots.append(rect)
         if b in new_blocks:
             new_block_outline(ax, x_phys, y, size * w, h)
-        center_text(ax, x_end + 0.28, y + h / 2, str(b), fontsize=fontsize, color="0.3")
+        id_x = x_log - 0.28 if phone else x_end + 0.28
+        center_text(ax, id_x, y + h / 2, str(b), fontsize=fontsize, color="0.3")
 
-    # Arrows: block-table row → physical block.
+    # Arrows: block-table row → physical block (on a phone, down a lane of the right margin: the
+    # deeper the block, the farther out its lane, so that the arrows do not cross at the pool).
+    depth = sorted(range(len(entries)), key=lambda i: entries[i].physical)
     for i, e in enumerate(entries):
         start = (x_tab + 2 * tab_w, row_y[i] - h / 2)
-        end = (x_phys, phys_y[e.physical] - h / 2)
+        end = (x_end if phone else x_phys, phys_y[e.physical] - h / 2)
+        path = None
+        if phone:
+            lane = start[0] + 0.35 + 0.3 * depth.index(i)
+            path = Path(
+                [start, (lane, start[1]), (lane, end[1]), end], [Path.MOVETO] + [Path.LINETO] * 3
+            )
         arrow = FancyArrowPatch(
-            start,
-            end,
+            *(() if phone else (start, end)),
+            path=path,
             arrowstyle="-|>",
             mutation_scale=13,
             lw=1.5,
@@ -222,22 +244,34 @@ def draw_block_table(
     ax.text(x_tab + tab_w, head_y + 0.42, "block table", weight="bold", **sub_kw)
     ax.text(x_tab + tab_w / 2, head_y - 0.05, "physical", **sub_kw)
     ax.text(x_tab + 1.5 * tab_w, head_y - 0.05, "filled", **sub_kw)
-    ax.text(x_phys + size * w / 2, head_y, "physical KV blocks", weight="bold", **sub_kw)
+    pool_head = phys_y[0] + 0.55 if phone else head_y
+    ax.text(x_phys + size * w / 2, pool_head, "physical KV blocks", weight="bold", **sub_kw)
     if not entries:
         center_text(
             ax, x_log + size * w / 2, top - h / 2, "(no blocks yet)", fontsize=fontsize, color="0.4"
         )
 
-    finish_diagram(ax, (0.0, x_end + 0.55), (top - n_rows * pitch - 0.05, head_y + 0.95))
+    if phone:
+        right = x_tab + 2 * tab_w + 0.55 + 0.3 * len(entries)
+        finish_diagram(ax, (0.0, right), (phys_y[-1] - pitch - 0.05, head_y + 0.95))
+    else:
+        finish_diagram(ax, (0.0, x_end + 0.55), (top - n_rows * pitch - 0.05, head_y + 0.95))
     if title:
         ax.set_title(title, fontsize=fontsize + 1, loc="left", pad=4)
-    if legend:
+    if legend and phone:
+        figure_legend(ax.figure, block_table_legend_handles(), fontsize=fontsize, ncols=2)
+    elif legend:
         legend_below(ax, block_table_legend_handles(), fontsize=fontsize)
     return artists
 
 
 def draw_block_table_frame(
-    ax: Axes, frame: BlockTableFrame, *, legend: bool = False, fontsize: float = FONT_SIZE
+    ax: Axes,
+    frame: BlockTableFrame,
+    *,
+    legend: bool = False,
+    fontsize: float = FONT_SIZE,
+    phone: bool = False,
 ) -> BlockTableArtists:
     """:func:`draw_block_table` for one recorded frame, titled with the frame's label."""
     return draw_block_table(
@@ -250,6 +284,7 @@ def draw_block_table_frame(
         new_blocks=frame.new_blocks,
         legend=legend,
         fontsize=fontsize,
+        phone=phone,
     )
 
 
@@ -259,10 +294,20 @@ def block_table_frames_figure(
     ncols: int = 1,
     panel_size: tuple[float, float] = (8.0, 3.5),
     fontsize: float = FONT_SIZE,
+    phone: bool = False,
 ) -> Figure:
     """All frames as small multiples, ``ncols`` per row, with one legend at the bottom: the static
-    stand-in for a stepper on a rendered page."""
+    stand-in for a stepper on a rendered page. ``phone=True`` draws them one under the other for a
+    phone's column (``ncols`` and ``panel_size`` do not apply)."""
     frames = check_frames(frames)
+    if phone:
+        fig = phone_figure(4.7 * len(frames))  # about their height: fit_height finishes
+        axes = fig.subplots(len(frames), 1, squeeze=False)
+        for ax, frame in zip(axes.flat, frames, strict=True):
+            draw_block_table_frame(ax, frame, fontsize=fontsize, phone=True)
+        small = phone_font_size(fontsize)
+        figure_legend(fig, block_table_legend_handles(), fontsize=small, ncols=2)
+        return fig
     ncols = min(check_positive_int("ncols", ncols), len(frames))
     nrows = math.ceil(len(frames) / ncols)
     legend_h = 0.6

@@ -17,6 +17,7 @@ from matplotlib.patches import Rectangle
 from matplotlib.text import Text
 
 from kvcourse.blocks.buddy_demo import WalkthroughStep
+from kvcourse.viz.phone import phone_figure, phone_font_size
 from kvcourse.viz.style import (
     FAILED,
     FONT_SIZE,
@@ -48,6 +49,7 @@ def draw_buddy_walkthrough(
     *,
     ax: Axes | None = None,
     fontsize: float = FONT_SIZE,
+    phone: bool = False,
 ) -> WalkthroughArtists:
     """The arena after each step of a walk-through
     (:func:`kvcourse.blocks.buddy_demo.buddy_walkthrough`), one row per step, top to bottom.
@@ -59,6 +61,9 @@ def draw_buddy_walkthrough(
     enough slots in total, but no block large enough.
 
     With ``ax`` None a new figure sized to the rows is made (``artists.labels[0].figure``).
+    ``phone=True`` draws it for a phone's column (:func:`~kvcourse.viz.phone.phone_figure`): each
+    verdict on a line of its own under its row instead of right of it, text at
+    :func:`~kvcourse.viz.phone.phone_font_size`.
     """
     steps = list(steps)
     if not steps or not all(isinstance(s, WalkthroughStep) for s in steps):
@@ -67,7 +72,12 @@ def draw_buddy_walkthrough(
     if any(sum(size for _, size, _ in s.blocks) != num_slots for s in steps):
         raise ValueError("every step must cover the same arena")
     label_w, note_w, pitch, h = 6.5, 12.5, 1.35, 0.9
-    if ax is None:
+    font = phone_font_size if phone else float
+    if phone:
+        label_w, note_w, pitch = 5.6, 0.4, 2.3
+    if ax is None and phone:
+        ax = phone_figure().add_subplot()
+    elif ax is None:
         width = label_w + num_slots + note_w
         # About 0.22 inch per slot: the figure's natural width is then close to a book
         # page's text width, so the labels are drawn at about their nominal size. The height
@@ -128,7 +138,7 @@ def draw_buddy_walkthrough(
                 offset + (used if owner is not None else size) / 2,
                 y + h / 2,
                 owner if owner is not None else str(size),
-                fontsize=fontsize if owner is not None else fontsize - 1,
+                fontsize=font(fontsize if owner is not None else fontsize - 1),
                 color=text_color_on(fc) if owner is not None else "0.45",
                 weight="bold" if owner is not None else "normal",
                 bbox={"fc": fc, "ec": "none", "pad": 1.0},
@@ -145,28 +155,34 @@ def draw_buddy_walkthrough(
                 _step_label(s),
                 ha="right",
                 va="center",
-                fontsize=fontsize,
+                fontsize=font(fontsize),
                 color=color,
                 weight="bold" if failed else "normal",
             )
         )
         artists.notes.append(
             ax.text(
-                num_slots + 0.6,
-                y + h / 2,
+                0.0 if phone else num_slots + 0.6,
+                y - 0.12 if phone else y + h / 2,
                 _step_note(s, previous),
                 ha="left",
-                va="center",
-                fontsize=fontsize - 1,
+                va="top" if phone else "center",
+                fontsize=font(fontsize - 1),
                 color=color,
             )
         )
         previous = s
     step = 4 if num_slots <= 64 else num_slots // 8
     for x in range(0, num_slots + 1, step):
-        ax.text(x, h + 0.25, str(x), ha="center", va="bottom", fontsize=fontsize - 2, color="0.4")
-    ax.text(num_slots / 2, h + 0.85, "slot offset", ha="center", va="bottom", fontsize=fontsize - 1)
-    finish_diagram(ax, (-label_w, num_slots + note_w), (-(len(steps) - 1) * pitch - 0.2, h + 1.5))
+        ax.text(
+            x, h + 0.25, str(x), ha="center", va="bottom", fontsize=font(fontsize - 2), color="0.4"
+        )
+    top = h + (1.15 if phone else 0.85)
+    ax.text(
+        num_slots / 2, top, "slot offset", ha="center", va="bottom", fontsize=font(fontsize - 1)
+    )
+    bottom = -(len(steps) - 1) * pitch - (1.1 if phone else 0.2)
+    finish_diagram(ax, (-label_w, num_slots + note_w), (bottom, top + (1.1 if phone else 0.65)))
     return artists
 
 

@@ -76,7 +76,7 @@ def window_memory_plot(
             xytext=(-4, 5 + 12 * i),
             textcoords="offset points",
             ha="right",
-            fontsize=fontsize - 2,
+            fontsize=fontsize - 1.5,
             color=color,
         )
     left.annotate(
@@ -86,7 +86,7 @@ def window_memory_plot(
         textcoords="offset points",
         ha="right",
         va="top",
-        fontsize=fontsize - 2,
+        fontsize=fontsize - 1.5,
         color="0.25",
     )
     left.set_xlim(0, max_len * 1.02)
@@ -112,7 +112,7 @@ def window_memory_plot(
         ax.tick_params(labelsize=fontsize - 1)
         despine(ax)
     left.legend(fontsize=fontsize - 1.5, frameon=False, loc="upper left")
-    right.legend(fontsize=fontsize - 2, frameon=False, loc="upper left")
+    right.legend(fontsize=fontsize - 1.5, frameon=False, loc="upper left")
     return fig
 
 

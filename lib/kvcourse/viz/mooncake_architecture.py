@@ -19,27 +19,25 @@ requests' blocks are grey.
 
 from __future__ import annotations
 
-from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch, Rectangle
-from matplotlib.path import Path
-from matplotlib.text import Text
+from matplotlib.patches import Rectangle
 
 from kvcourse._checks import check_positive_int
-from kvcourse.blocks.hashing import chained_block_hashes, short_hash
-from kvcourse.viz.style import (
-    BLUE,
-    CHANGED,
-    FONT_SIZE,
-    OTHERS,
-    OURS_EMPTY,
-    OURS_FILL,
-    PURPLE,
-    SHARED,
-    TEAL,
-    finish_diagram,
-    light_fill,
+from kvcourse.viz.mooncake_pieces import (
+    MOVE,
+    MOVE_TEXT,
+    MUTED,
+    PITCH,
+    SMALL,
+    arrow,
+    box,
+    instance_pool,
+    kv_pool,
+    label,
+    step,
 )
+from kvcourse.viz.phone import PHONE_WIDTH_IN
+from kvcourse.viz.style import BLUE, FONT_SIZE, PURPLE, finish_diagram, light_fill
 
 __all__ = ["DECODE_GID", "MAX_INSTANCES", "PREFILL_GID", "mooncake_architecture_figure"]
 
@@ -53,13 +51,6 @@ DECODE_GID = "decode-instance"
 _WIDTH = 9.6
 _LEFT, _RIGHT = 0.1, 9.5  # the Messenger and the KV pool span the whole width
 _POOL_W, _GAP = 3.3, 1.6  # a pool's width; the space between the two pools (step 3)
-_PITCH, _BLOCK_W, _BLOCK_H = 0.62, 0.5, 0.32  # a KV-pool block and its spacing
-_CELL, _CELL_STEP = 0.2, 0.27  # a block (or a request) drawn inside an instance
-_MOVE = PURPLE  # the Messenger and every KV move it makes
-_MOVE_TEXT = "#6E3F63"
-_MUTED = "0.35"
-_SMALL = FONT_SIZE - 1.5  # notes; never under 9 pt
-_CHAIN_TOKENS = list(range(100, 120))  # the request's prompt: 5 blocks of 4 tokens
 
 
 def _check_instances(name: str, value: object) -> int:
@@ -72,19 +63,24 @@ def _check_instances(name: str, value: object) -> int:
     return value
 
 
-def mooncake_architecture_figure(*, num_prefill: int = 3, num_decode: int = 3) -> Figure:
+def mooncake_architecture_figure(
+    *, num_prefill: int = 3, num_decode: int = 3, phone: bool = False
+) -> Figure:
     """Mooncake's architecture as one figure: the Conductor on top, ``num_prefill`` prefill and
     ``num_decode`` decode instances (1 to :data:`MAX_INSTANCES` each) below it, the Messenger and
     the distributed KV pool under both, and one request's four steps numbered on its arrows.
 
     The request is served by the last prefill and the last decode instance, outlined in blue.
     Every instance box carries the ``gid`` :data:`PREFILL_GID` or :data:`DECODE_GID`, so a page
-    or a test can find them.
+    or a test can find them. ``phone=True`` draws it :data:`~kvcourse.viz.phone.PHONE_WIDTH_IN`
+    wide for a phone's column: the decode pool above the prefill pool instead of beside it.
     """
     num_prefill = _check_instances("num_prefill", num_prefill)
     num_decode = _check_instances("num_decode", num_decode)
     rows = max(num_prefill, num_decode)
     row_h, row_gap = (0.42, 0.1) if rows <= 3 else (0.34, 0.08)
+    if phone:
+        return _phone_figure(num_prefill, num_decode, row_h, row_gap)
 
     # Heights from the bottom up: KV pool, Messenger, steps 1-2's labels, pools, Conductor.
     kv_y, kv_h = 0.1, 1.42
@@ -100,26 +96,26 @@ def mooncake_architecture_figure(*, num_prefill: int = 3, num_decode: int = 3) -
 
     # The Conductor; requests come in from the left.
     c_left, c_right = 1.45, pools_right - 0.1
-    _box(ax, c_left, cond_y, c_right - c_left, cond_h, fc="#F3F6FA", ec=BLUE, lw=1.6)
+    box(ax, c_left, cond_y, c_right - c_left, cond_h, fc="#F3F6FA", ec=BLUE, lw=1.6)
     cx, cy = (c_left + c_right) / 2, cond_y + cond_h / 2
-    _text(ax, cx, cy + 0.15, "Conductor: global scheduler", weight="bold")
-    _text(
+    label(ax, cx, cy + 0.15, "Conductor: global scheduler", weight="bold")
+    label(
         ax,
         cx,
         cy - 0.17,
         "picks a prefill and a decode instance per request · replicates or swaps hot KV blocks",
-        size=_SMALL,
-        color=_MUTED,
+        size=SMALL,
+        color=MUTED,
     )
-    _text(ax, 0.62, cy, "requests")
-    _arrow(ax, [(1.07, cy), (c_left - 0.02, cy)], color="0.25")
+    label(ax, 0.62, cy, "requests")
+    arrow(ax, [(1.07, cy), (c_left - 0.02, cy)], color="0.25")
 
     # The pools; the Conductor's choice points at each.
     def rows_y(n: int) -> list[float]:  # lower edges, top row first, the last at the bottom
         return [pool_y + 0.14 + (n - 1 - i) * (row_h + row_gap) for i in range(n)]
 
     pool = (row_h, pool_y, pool_h)
-    chosen_p = _pool(
+    chosen_p = instance_pool(
         ax,
         px,
         ("Prefill pool", "GPU nodes · chunked, pipelined prefill"),
@@ -128,7 +124,7 @@ def mooncake_architecture_figure(*, num_prefill: int = 3, num_decode: int = 3) -
         pool,
         PREFILL_GID,
     )
-    chosen_d = _pool(
+    chosen_d = instance_pool(
         ax,
         dx,
         ("Decode pool", "continuous batch · TBT SLO at admission"),
@@ -138,32 +134,32 @@ def mooncake_architecture_figure(*, num_prefill: int = 3, num_decode: int = 3) -
         DECODE_GID,
     )
     for x in (px + _POOL_W - 0.55, dx + _POOL_W - 0.55):
-        _arrow(ax, [(x, cond_y - 0.02), (x, pool_y + pool_h + 0.02)], color="0.45", ls="--")
+        arrow(ax, [(x, cond_y - 0.02), (x, pool_y + pool_h + 0.02)], color="0.45", ls="--")
 
     # The Messenger, which every KV move goes through, and the KV pool under it.
     ax.add_patch(
-        Rectangle((_LEFT, msg_y), _RIGHT - _LEFT, msg_h, fc=light_fill(PURPLE), ec=_MOVE, lw=1.2)
+        Rectangle((_LEFT, msg_y), _RIGHT - _LEFT, msg_h, fc=light_fill(PURPLE), ec=MOVE, lw=1.2)
     )
-    _text(
+    label(
         ax,
         _RIGHT - 0.15,
         msg_y + msg_h / 2,
         "Messenger: RDMA transfer engine on every node",
         ha="right",
-        color=_MOVE_TEXT,
+        color=MOVE_TEXT,
     )
     a1 = 2.3  # x of step 1's arrow, over the cached prefix's last block
-    dram_top = _kv_pool(ax, kv_y, kv_h, a1)
+    dram_top = kv_pool(ax, kv_y, kv_h, a1)
 
     # Steps 1 and 2 between the KV pool and the prefill instance.
     label_y = msg_y + msg_h + 0.25
-    a2 = a1 + _PITCH
+    a2 = a1 + PITCH
     p_bottom = chosen_p.get_y()
-    _arrow(ax, [(a1, dram_top + 0.02), (a1, p_bottom - 0.02)], color=_MOVE, lw=2.0)
-    _arrow(ax, [(a2, p_bottom - 0.02), (a2, dram_top + 0.02)], color=_MOVE, lw=2.0)
-    _step(ax, a1, label_y, 1)
-    _step(ax, a2, label_y, 2)
-    _text(
+    arrow(ax, [(a1, dram_top + 0.02), (a1, p_bottom - 0.02)], color=MOVE, lw=2.0)
+    arrow(ax, [(a2, p_bottom - 0.02), (a2, dram_top + 0.02)], color=MOVE, lw=2.0)
+    step(ax, a1, label_y, 1)
+    step(ax, a2, label_y, 2)
+    label(
         ax,
         a1 - 0.24,
         label_y,
@@ -171,7 +167,7 @@ def mooncake_architecture_figure(*, num_prefill: int = 3, num_decode: int = 3) -
         ha="right",
         size=FONT_SIZE - 1,
     )
-    _text(
+    label(
         ax,
         a2 + 0.24,
         label_y,
@@ -183,9 +179,9 @@ def mooncake_architecture_figure(*, num_prefill: int = 3, num_decode: int = 3) -
     # Step 3 across to the decode instance, step 4 out of it.
     y3 = p_bottom + row_h / 2
     x3a, x3b = px + _POOL_W - 0.12, dx + 0.12
-    _arrow(ax, [(x3a + 0.02, y3), (x3b - 0.02, y3)], color=_MOVE, lw=2.0)
-    _step(ax, (x3a + x3b) / 2, y3, 3)
-    _text(
+    arrow(ax, [(x3a + 0.02, y3), (x3b - 0.02, y3)], color=MOVE, lw=2.0)
+    step(ax, (x3a + x3b) / 2, y3, 3)
+    label(
         ax,
         (x3a + x3b) / 2,
         y3 + 0.5,
@@ -193,177 +189,125 @@ def mooncake_architecture_figure(*, num_prefill: int = 3, num_decode: int = 3) -
         size=FONT_SIZE - 1,
     )
     y4, x4, top4 = chosen_d.get_y() + row_h / 2, pools_right + 0.42, cy - 0.12
-    _arrow(ax, [(pools_right - 0.1, y4), (x4, y4), (x4, top4)], color=BLUE, lw=2.0)
+    arrow(ax, [(pools_right - 0.1, y4), (x4, y4), (x4, top4)], color=BLUE, lw=2.0)
     mid4 = (y4 + pool_y + pool_h) / 2
-    _step(ax, x4, mid4, 4, color=BLUE)
-    _text(ax, x4 + 0.22, mid4, "decode", ha="left", size=FONT_SIZE - 1)
-    _text(ax, x4, top4 + 0.2, "tokens")
+    step(ax, x4, mid4, 4, color=BLUE)
+    label(ax, x4 + 0.22, mid4, "decode", ha="left", size=FONT_SIZE - 1)
+    label(ax, x4, top4 + 0.2, "tokens")
     finish_diagram(ax, (0, _WIDTH), (0, height))
     return fig
 
 
-def _pool(
-    ax: Axes,
-    x: float,
-    titles: tuple[str, str],
-    kind: str,
-    ys: list[float],
-    geometry: tuple[float, float, float],
-    gid: str,
-) -> Rectangle:
-    # One pool and its instances, one row each; returns the last (the chosen) instance's box.
-    row_h, pool_y, pool_h = geometry
-    _box(ax, x, pool_y, _POOL_W, pool_h, fc="#F7F7F7", ec="0.4", lw=1.2)
-    top = pool_y + pool_h
-    _text(ax, x + 0.14, top - 0.2, titles[0], ha="left", weight="bold")
-    _text(ax, x + 0.14, top - 0.45, titles[1], ha="left", size=_SMALL, color=_MUTED)
-    boxes = []
-    for i, y in enumerate(ys):
-        ours = i == len(ys) - 1
-        box = Rectangle(
-            (x + 0.12, y),
-            _POOL_W - 0.24,
-            row_h,
-            fc=OURS_EMPTY if ours else "white",
-            ec=BLUE if ours else "0.55",
-            lw=2.0 if ours else 1.0,
-            gid=gid,
-        )
-        ax.add_patch(box)
-        boxes.append(box)
-        _text(
-            ax,
-            x + 0.26,
-            y + row_h / 2,
-            f"{kind} {i + 1}",
-            ha="left",
-            size=FONT_SIZE - 0.5,
-            weight="bold" if ours else "normal",
-        )
-        cells_x, yc = x + 1.2, y + row_h / 2
-        if kind == "prefill":
-            _kv_cells(ax, cells_x, yc, i, ours)
-        else:
-            _batch_dots(ax, cells_x, yc, i, ours)
-    return boxes[-1]
+def _phone_figure(num_prefill: int, num_decode: int, row_h: float, row_gap: float) -> Figure:
+    """The architecture for a phone's column, bottom up: the KV pool, the Messenger, the prefill
+    pool (steps 1 and 2 below it), the decode pool (step 3 up the right margin), the Conductor
+    (step 4 out past it)."""
+    width, left, pool_w = PHONE_WIDTH_IN, 0.4, 3.45
+    right = left + pool_w  # the pools' and the Conductor's right edge; the lanes are beyond
+    kv_y, kv_h = 0.1, 2.05
+    msg_y, msg_h = kv_y + kv_h + 0.2, 0.55
 
+    def pool_h(n: int) -> float:
+        return 0.14 + n * row_h + (n - 1) * row_gap + 0.62
 
-def _kv_cells(ax: Axes, x: float, yc: float, i: int, ours: bool) -> None:
-    # A prefill instance's KV blocks in HBM: ours are the cached prefix and the new blocks.
-    used = (3 + i) % 4 + 3
-    for k in range(7):
-        if ours:
-            fc, ec, lw = (SHARED, "0.3", 0.8) if k < 3 else (OURS_FILL, CHANGED, 1.6)
-            fc, ec, lw = ("white", "0.6", 0.8) if k >= 5 else (fc, ec, lw)
-        else:
-            fc, ec, lw = (OTHERS, "0.45", 0.8) if k < used else ("white", "0.6", 0.8)
-        ax.add_patch(
-            Rectangle((x + k * _CELL_STEP, yc - _CELL / 2), _CELL, _CELL, fc=fc, ec=ec, lw=lw)
-        )
+    p_y = msg_y + msg_h + 0.85
+    d_y = p_y + pool_h(num_prefill) + 0.75
+    cond_y, cond_h = d_y + pool_h(num_decode) + 0.55, 0.95
+    height = cond_y + cond_h + 0.75
+    fig = Figure(figsize=(width, height))
+    ax = fig.add_axes((0, 0, 1, 1))
 
+    def rows_y(y: float, n: int) -> list[float]:  # lower edges, top row first
+        return [y + 0.14 + (n - 1 - i) * (row_h + row_gap) for i in range(n)]
 
-def _batch_dots(ax: Axes, x: float, yc: float, i: int, ours: bool) -> None:
-    # A decode instance's continuous batch, one dot per request; ours has just joined.
-    size = 4 if ours else (2 + i) % 4 + 3
-    for k in range(7):
-        fc, ec = (OTHERS, "0.45") if k < size else ("white", "0.6")
-        fc, ec = (BLUE, BLUE) if ours and k == size else (fc, ec)
-        ax.add_patch(Circle((x + k * _CELL_STEP + _CELL / 2, yc), _CELL / 2, fc=fc, ec=ec, lw=0.8))
-
-
-def _kv_pool(ax: Axes, y: float, h: float, a1: float) -> float:
-    # The DRAM and SSD tiers; the request's chain (3 cached blocks, 2 new) has its 3rd block at
-    # a1. Returns the top of the DRAM row.
-    ax.add_patch(Rectangle((_LEFT, y), _RIGHT - _LEFT, h, fc=light_fill(TEAL), ec=TEAL, lw=1.4))
-    _text(ax, _LEFT + 0.14, y + h - 0.22, "Distributed KV pool", ha="left", weight="bold")
-    _text(
+    titles = (
+        ("Prefill pool", "GPU nodes · chunked, pipelined prefill"),
+        ("Decode pool", "continuous batch · TBT SLO at admission"),
+    )
+    chosen_p = instance_pool(
         ax,
-        _RIGHT - 0.15,
-        y + h - 0.22,
-        "idle CPU DRAM and SSD of every node · blocks named by chained hashes",
-        ha="right",
-        size=_SMALL,
-        color=_MUTED,
+        left,
+        titles[0],
+        "prefill",
+        rows_y(p_y, num_prefill),
+        (row_h, p_y, pool_h(num_prefill)),
+        PREFILL_GID,
+        width=pool_w,
     )
-    hashes = [short_hash(b, 4) for b in chained_block_hashes(_CHAIN_TOKENS, 4)]
-    dram, ssd = y + 0.78, y + 0.24
-    first = a1 - 2 * _PITCH - _BLOCK_W / 2
-    for name, ty in (("DRAM", dram), ("SSD", ssd)):
-        _text(ax, _LEFT + 0.14, ty + _BLOCK_H / 2, name, ha="left", size=_SMALL, color=_MUTED)
-    for k in range(int((_RIGHT - 0.1 - _BLOCK_W - first) // _PITCH) + 1):
-        x = first + k * _PITCH
-        if k < len(hashes):
-            cached = k < 3
-            fc, ec, lw = (SHARED, "0.3", 1.0) if cached else (OURS_FILL, CHANGED, 2.0)
-        else:
-            free = k % 4 == 3
-            fc, ec, lw = ("white", "0.6", 0.8) if free else (OTHERS, "0.5", 0.8)
-        ax.add_patch(Rectangle((x, dram), _BLOCK_W, _BLOCK_H, fc=fc, ec=ec, lw=lw))
-        if k < len(hashes):
-            _text(
-                ax,
-                x + _BLOCK_W / 2,
-                dram + _BLOCK_H / 2,
-                hashes[k],
-                size=FONT_SIZE - 2,
-                family="monospace",
-            )
-        if 0 < k < len(hashes):  # the chain: each hash covers its parent's
-            yc = dram + _BLOCK_H / 2
-            _arrow(ax, [(x - _PITCH + _BLOCK_W, yc), (x, yc)], color="0.3", lw=0.8, scale=7)
-        cold = k % 3 != 1
-        ax.add_patch(
-            Rectangle(
-                (x, ssd),
-                _BLOCK_W,
-                _BLOCK_H,
-                fc=OTHERS if cold else "white",
-                ec="0.5" if cold else "0.6",
-                lw=0.8,
-            )
-        )
-    return dram + _BLOCK_H
+    chosen_d = instance_pool(
+        ax,
+        left,
+        titles[1],
+        "decode",
+        rows_y(d_y, num_decode),
+        (row_h, d_y, pool_h(num_decode)),
+        DECODE_GID,
+        width=pool_w,
+    )
 
+    # The Conductor; requests come in from above; its choices point down at each pool.
+    box(ax, left, cond_y, pool_w, cond_h, fc="#F3F6FA", ec=BLUE, lw=1.6)
+    cx, top = left + pool_w / 2, cond_y + cond_h
+    label(ax, cx, cond_y + cond_h - 0.25, "Conductor: global scheduler", weight="bold")
+    note = "picks a prefill and a decode instance per\nrequest · replicates or swaps hot KV blocks"
+    label(ax, cx, cond_y + 0.3, note, size=SMALL, color=MUTED)
+    label(ax, 1.0, top + 0.45, "requests")
+    arrow(ax, [(1.0, top + 0.3), (1.0, top + 0.02)], color="0.25")
+    d_top = d_y + pool_h(num_decode)
+    arrow(ax, [(right - 0.55, cond_y - 0.02), (right - 0.55, d_top + 0.02)], color="0.45", ls="--")
+    lane = [
+        (left - 0.02, cond_y + 0.2),
+        (0.2, cond_y + 0.2),
+        (0.2, p_y + pool_h(num_prefill) - 0.2),
+    ]
+    arrow(ax, [*lane, (left - 0.02, lane[-1][1])], color="0.45", ls="--")
 
-def _text(
-    ax: Axes,
-    x: float,
-    y: float,
-    s: str,
-    *,
-    ha: str = "center",
-    size: float = FONT_SIZE,
-    **kwargs: object,
-) -> Text:
-    return ax.text(x, y, s, ha=ha, va="center", fontsize=size, linespacing=1.15, **kwargs)
-
-
-def _box(ax: Axes, x: float, y: float, w: float, h: float, *, fc: str, ec: str, lw: float) -> None:
-    style = "round,pad=0,rounding_size=0.1"
-    ax.add_patch(FancyBboxPatch((x, y), w, h, boxstyle=style, fc=fc, ec=ec, lw=lw))
-
-
-def _arrow(
-    ax: Axes,
-    points: list[tuple[float, float]],
-    *,
-    color: str,
-    lw: float = 1.5,
-    ls: str = "-",
-    scale: float = 14,
-) -> None:
-    # An arrow along a polyline, head at the last point, drawn over the boxes.
-    path = Path(points, [Path.MOVETO] + [Path.LINETO] * (len(points) - 1))
+    # The Messenger and the KV pool; steps 1 and 2 between the KV pool and the prefill instance.
     ax.add_patch(
-        FancyArrowPatch(
-            path=path, arrowstyle="-|>", mutation_scale=scale, lw=lw, color=color, ls=ls, zorder=3
-        )
+        Rectangle((0.1, msg_y), width - 0.2, msg_h, fc=light_fill(PURPLE), ec=MOVE, lw=1.2)
     )
-
-
-def _step(ax: Axes, x: float, y: float, number: int, *, color: str = _MOVE) -> Text:
-    # A step's number in a filled circle, over its arrow.
-    ring = {"boxstyle": "circle,pad=0.25", "fc": color, "ec": "white", "lw": 1.2}
-    return _text(
-        ax, x, y, str(number), size=FONT_SIZE - 1, weight="bold", color="white", zorder=5, bbox=ring
+    label(
+        ax,
+        0.24,
+        msg_y + msg_h / 2,
+        "Messenger: RDMA transfer\nengine on every node",
+        ha="left",
+        color=MOVE_TEXT,
     )
+    a1 = 2.85
+    a2 = a1 + PITCH
+    dram_top = kv_pool(ax, kv_y, kv_h, a1, left=0.1, right=width - 0.1, narrow=True)
+    p_bottom, label_y = chosen_p.get_y(), msg_y + msg_h + 0.42
+    arrow(ax, [(a1, dram_top + 0.02), (a1, p_bottom - 0.02)], color=MOVE, lw=2.0)
+    arrow(ax, [(a2, p_bottom - 0.02), (a2, dram_top + 0.02)], color=MOVE, lw=2.0)
+    step(ax, a1, label_y, 1)
+    step(ax, a2, label_y, 2)
+    label(
+        ax,
+        a1 - 0.24,
+        label_y,
+        "reuse the cached\nprefix, from any node",
+        ha="right",
+        size=FONT_SIZE - 1,
+    )
+    label(ax, a2 + 0.24, label_y, "prefill the\nrest, write\nits KV back", ha="left", size=SMALL)
+
+    # Step 3 up the right margin into the decode instance; step 4 out of it, past the Conductor.
+    yp, yd = p_bottom + row_h / 2, chosen_d.get_y() + row_h / 2
+    x3, x4 = right + 0.22, right + 0.52
+    arrow(
+        ax,
+        [(right - 0.1, yp), (x3, yp), (x3, yd - 0.06), (right - 0.1, yd - 0.06)],
+        color=MOVE,
+        lw=2.0,
+    )
+    gap3 = p_y + pool_h(num_prefill) + 0.375
+    step(ax, x3, gap3, 3)
+    label(ax, cx - 0.15, gap3, "KV transfer, layer by layer, during prefill", size=SMALL)
+    arrow(ax, [(right - 0.1, yd + 0.06), (x4, yd + 0.06), (x4, top + 0.25)], color=BLUE, lw=2.0)
+    mid4 = (d_top + cond_y) / 2
+    step(ax, x4, mid4, 4, color=BLUE)
+    label(ax, x4 - 0.22, mid4, "decode", ha="right", size=FONT_SIZE - 1)
+    label(ax, x4 - 0.1, top + 0.45, "tokens")
+    finish_diagram(ax, (0, width), (0, height))
+    return fig

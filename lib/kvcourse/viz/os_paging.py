@@ -1,16 +1,13 @@
-"""Drawings of §2's toy virtual memory: one address translated, and page tables pointing into the
-physical frames.
+"""Drawings of §2's toy virtual memory: page tables pointing into the physical frames (one address
+translated is :mod:`kvcourse.viz.address_translation`).
 
-* :func:`draw_translation` draws one access of an :class:`~kvcourse.os_paging.AddressSpace`: the
-  virtual address split into virtual page number (VPN) and offset, the row of the page table the
-  VPN selects, and the physical address built from that row's frame and the unchanged offset;
 * :func:`draw_page_tables` draws one or two page tables (left and right) with an arrow from
   each resident page to its frame, and between them the physical frames, each labelled with the
   processes that use it and, when shared, its reference count.
 
 The colours are the book's (:mod:`kvcourse.viz.style`): each process in its own colour, a frame
 listed by more than one page table yellow like §5's shared blocks, another process's frame grey,
-and the row a translation used outlined in red. Both functions draw on an ``Axes`` you pass in.
+and the row a translation used outlined in red. The functions draw on an ``Axes`` you pass in.
 """
 
 from __future__ import annotations
@@ -23,7 +20,8 @@ from matplotlib.patches import FancyArrowPatch, Patch, Rectangle
 from matplotlib.path import Path
 from matplotlib.text import Text
 
-from kvcourse.os_paging import AddressSpace, PhysicalMemory, TranslationResult
+from kvcourse.os_paging import AddressSpace, PhysicalMemory
+from kvcourse.viz.phone import PHONE_MIN_FONT_PT
 from kvcourse.viz.style import (
     FONT_SIZE,
     FREE_EDGE,
@@ -31,6 +29,7 @@ from kvcourse.viz.style import (
     SEQUENCE_COLORS,
     SHARED,
     center_text,
+    figure_legend,
     finish_diagram,
     legend_below,
     light_fill,
@@ -40,12 +39,8 @@ from kvcourse.viz.style import (
 __all__ = [
     "PageTableArtists",
     "draw_page_tables",
-    "draw_translation",
     "page_table_legend_handles",
 ]
-
-#: The fill of an address's offset field: the same grey on both sides, since it is copied as is.
-OFFSET_FILL = "#EEEEEE"
 
 
 @dataclass
@@ -103,126 +98,6 @@ def _check_processes(processes: Sequence[AddressSpace], memory: PhysicalMemory) 
             raise ValueError(f"process {p.name!r} lives in another PhysicalMemory")
 
 
-def draw_translation(
-    ax: Axes,
-    process: AddressSpace,
-    result: TranslationResult,
-    *,
-    color: str = SEQUENCE_COLORS[0],
-    fontsize: float = FONT_SIZE,
-) -> PageTableArtists:
-    """Draw how ``process`` translated one address, ``result`` (from its ``translate``).
-
-    Left, the virtual address as two fields, VPN and offset; middle, the process's page table
-    (every virtual page, unmapped ones marked "–"), with the row of ``result.vpn`` outlined in
-    red; right, the physical address as frame and offset. Arrows lead from the VPN to its row
-    and from the row to the frame; a grey arrow carries the offset across unchanged. The
-    formula ``frame × page size + offset`` is written underneath.
-    """
-    if not isinstance(process, AddressSpace):
-        raise TypeError(f"process must be an AddressSpace, got {process!r}")
-    if not isinstance(result, TranslationResult):
-        raise TypeError(f"result must be a TranslationResult, got {result!r}")
-    table = process.page_table
-    entry = table.get(result.vpn)
-    if entry is None or entry.frame != result.frame:
-        raise ValueError(
-            f"process {process.name!r} does not map page {result.vpn} to frame "
-            f"{result.frame} now; draw a translation right after making it"
-        )
-    artists = PageTableArtists(rows={process.name: []})
-    page = process.memory.page_size
-    digits = max(1, (page.bit_length() - 1 + 3) // 4)  # hex digits of an offset
-    h, row_h, top = 0.8, 0.7, 3.2
-    fill = light_fill(color)
-
-    def field_pair(x: float, first: str, first_w: float, caption: str) -> None:
-        slot(ax, x, top - h, first_w, h, fill=fill, edge="0.3", text=first, fontsize=fontsize)
-        offset = f"offset {result.offset:#0{digits + 2}x}"
-        slot(ax, x + first_w, top - h, 2.0, h, fill=OFFSET_FILL, edge="0.3", text=offset)
-        artists.texts.append(
-            ax.text(
-                x + (first_w + 2.0) / 2,
-                top + 0.2,
-                caption,
-                ha="center",
-                va="bottom",
-                fontsize=fontsize,
-                weight="bold",
-            )
-        )
-
-    va_text = f"virtual address {result.virtual_address:#x}"
-    field_pair(0.0, f"VPN {result.vpn}", 1.4, va_text)
-    pa_text = f"physical address {result.physical_address:#x}"
-    field_pair(9.2, f"frame {result.frame}", 1.4, pa_text)
-
-    # The page table: a header, then one row per virtual page.
-    x0, col = 5.0, 1.3
-    for i, head in enumerate(("VPN", "frame")):
-        slot(ax, x0 + i * col, top, col, 0.5, fill="0.92", edge="0.3", text=head)
-    artists.texts.append(
-        center_text(
-            ax,
-            x0 + col,
-            top + 0.8,
-            f"page table of {process.name}",
-            fontsize=fontsize,
-            weight="bold",
-            color=color,
-        )
-    )
-    row_y = 0.0
-    for vpn in range(process.num_pages):
-        y = top - (vpn + 1) * row_h
-        mapped = table.get(vpn)
-        used = vpn == result.vpn
-        cells = (str(vpn), str(mapped.frame) if mapped else "–")
-        for i, text in enumerate(cells):
-            rect = slot(
-                ax,
-                x0 + i * col,
-                y,
-                col,
-                row_h,
-                fill=fill if mapped else "white",
-                edge="0.3",
-                text=text,
-                changed=used,
-                fontsize=fontsize,
-            )
-            artists.rows[process.name].append(rect)
-        if used:
-            row_y = y + row_h / 2
-    right = x0 + 2 * col
-
-    # VPN down and into its row; the row's frame up into the physical address.
-    artists.arrows.append(_arrow(ax, [(0.7, top - h), (0.7, row_y), (x0, row_y)], color))
-    artists.arrows.append(_arrow(ax, [(right, row_y), (9.9, row_y), (9.9, top - h)], color))
-    # The offset goes over everything, unchanged.
-    high = top + 1.3
-    offset_path = [(3.4, top - h / 2), (3.9, top - h / 2), (3.9, high), (13.0, high)]
-    offset_path += [(13.0, top - h / 2), (12.6, top - h / 2)]
-    artists.arrows.append(_arrow(ax, offset_path, "0.45", lw=1.3))
-    artists.texts.append(
-        center_text(
-            ax,
-            8.45,
-            high + 0.25,
-            "offset copied unchanged",
-            fontsize=fontsize - 1,
-            color="0.35",
-        )
-    )
-    formula = (
-        f"frame × page size + offset = {result.frame} × {page} + "
-        f"{result.offset:#x} = {result.physical_address:#x}"
-    )
-    artists.texts.append(center_text(ax, 6.3, -0.3, formula, fontsize=fontsize))
-    finish_diagram(ax, (-0.2, 13.3), (-0.7, high + 0.6))
-    return artists
-
-
 def draw_page_tables(
     ax: Axes,
     shown: Sequence[AddressSpace],
@@ -231,6 +106,7 @@ def draw_page_tables(
     colors: Mapping[str, str] | None = None,
     legend: bool = True,
     fontsize: float = FONT_SIZE,
+    phone: bool = False,
 ) -> PageTableArtists:
     """Draw the page tables of ``shown`` (one or two processes of the same memory) and the
     physical frames between them.
@@ -240,7 +116,9 @@ def draw_page_tables(
     their frame; unmapped ones say so. Each frame is labelled with the processes that map it,
     among ``shown`` and ``others`` (processes whose frames are named but whose tables are left
     out), and with its reference count when shared. ``colors`` maps names to colours (default:
-    :func:`process_colors` of ``shown`` then ``others``).
+    :func:`process_colors` of ``shown`` then ``others``). ``phone=True`` draws them for a phone's
+    column (:func:`~kvcourse.viz.phone.phone_figure`): wider boxes, shorter arrows, the legend
+    the figure's.
     """
     shown, others = list(shown), list(others)
     if not 1 <= len(shown) <= 2:
@@ -255,7 +133,8 @@ def draw_page_tables(
             users[entry.frame].append(p.name)
     shown_names = {p.name for p in shown}
 
-    cell_h, table_w, frame_w, gap = 0.8, 3.0, 3.4, 2.0
+    cell_h, table_w, frame_w, gap = (0.8, 3.7, 3.7, 0.9) if phone else (0.8, 3.0, 3.4, 2.0)
+    fontsize = PHONE_MIN_FONT_PT if phone else fontsize
     frame_x = table_w + gap
     n = memory.num_frames
     artists = PageTableArtists()
@@ -350,5 +229,9 @@ def draw_page_tables(
             others=any(r and not set(users[f]) & shown_names for f, r in enumerate(refs)),
             free=0 in refs,
         )
-        legend_below(ax, handles, fontsize=fontsize - 1, ncols=min(len(handles), 2) or 1)
+        ncols, small = min(len(handles), 2) or 1, max(fontsize - 1, PHONE_MIN_FONT_PT * phone)
+        if phone:
+            figure_legend(ax.figure, handles, fontsize=small, ncols=ncols)
+        else:
+            legend_below(ax, handles, fontsize=small, ncols=ncols)
     return artists

@@ -22,9 +22,11 @@ from collections.abc import Sequence
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.ticker import MaxNLocator
 
 from kvcourse.cluster.overload import OverloadResult
 from kvcourse.cluster.rejection import REJECTION_RULE_LABELS
+from kvcourse.viz.phone import PHONE_MIN_FONT_PT, phone_figure
 from kvcourse.viz.style import (
     BLUE,
     FONT_SIZE,
@@ -97,33 +99,55 @@ def pd_load_figure(
     return fig
 
 
-def rejection_bars(results: Sequence[OverloadResult], *, fontsize: float = FONT_SIZE) -> Figure:
+def rejection_bars(
+    results: Sequence[OverloadResult], *, fontsize: float = FONT_SIZE, phone: bool = False
+) -> Figure:
     """Wasted prefills, completions and rejections (at arrival plus after prefill) of each run
-    in ``results`` as grouped bars, one colour per rule, each bar's count written on it."""
+    in ``results`` as grouped bars, one colour per rule, each bar's count written on it.
+    ``phone=True`` lays the bars down for a phone's column, each count at its bar's end."""
     results = _check_results(results)
     groups = ("wasted prefills", "completed", "rejected")
     values = np.array([[r.wasted_prefills, r.completed, r.rejected] for r in results], float)
-    fig = Figure(figsize=(8.5, 4.0), layout="constrained")
+    if phone:
+        fig = phone_figure(1.2 + 0.45 * values.size)
+    else:
+        fig = Figure(figsize=(8.5, 4.0), layout="constrained")
     ax = fig.subplots()
     width = 0.8 / len(results)
     x = np.arange(len(groups), dtype=float)
     top = values.max() if values.size else 1.0
+    small = PHONE_MIN_FONT_PT if phone else fontsize - 2
     for i, r in enumerate(results):
         xs = x - 0.4 + width * (i + 0.5)
         color = REJECTION_RULE_COLORS.get(r.rule, "0.5")
-        ax.bar(xs, values[i], width * 0.92, color=color, label=REJECTION_RULE_LABELS[r.rule])
+        label = REJECTION_RULE_LABELS[r.rule]
+        if phone:  # top to bottom: the groups in order, the rules in order within each
+            ax.barh(-xs, values[i], width * 0.92, color=color, label=label)
+        else:
+            ax.bar(xs, values[i], width * 0.92, color=color, label=label)
         for xi, v in zip(xs, values[i], strict=True):
-            ax.text(
-                xi, v + 0.015 * top, f"{v:,.0f}", ha="center", va="bottom", fontsize=fontsize - 2
-            )
-    ax.set_xticks(x, groups, fontsize=fontsize)
-    ax.set_ylim(0, 1.12 * top if top > 0 else 1.0)
-    ax.set_ylabel("requests", fontsize=fontsize)
-    ax.tick_params(axis="y", labelsize=fontsize - 1)
-    ax.yaxis.set_major_formatter(lambda v, _pos: f"{v:,.0f}")
-    ax.grid(axis="y", alpha=0.3)
+            if phone:
+                ax.text(v + 0.015 * top, -xi, f"{v:,.0f}", ha="left", va="center", fontsize=small)
+            else:
+                ax.text(xi, v + 0.015 * top, f"{v:,.0f}", ha="center", va="bottom", fontsize=small)
+    value_axis = ax.xaxis if phone else ax.yaxis
+    if phone:
+        ax.set_yticks(-x, groups, fontsize=PHONE_MIN_FONT_PT)
+        ax.set_xlim(0, 1.3 * top if top > 0 else 1.0)
+        ax.set_xlabel("requests", fontsize=PHONE_MIN_FONT_PT)
+        ax.tick_params(labelsize=PHONE_MIN_FONT_PT)
+        ax.tick_params(axis="y", length=0)
+        ax.xaxis.set_major_locator(MaxNLocator(4))  # counts like 15,000 need the room
+    else:
+        ax.set_xticks(x, groups, fontsize=fontsize)
+        ax.set_ylim(0, 1.12 * top if top > 0 else 1.0)
+        ax.set_ylabel("requests", fontsize=fontsize)
+        ax.tick_params(axis="y", labelsize=fontsize - 1)
+    value_axis.set_major_formatter(lambda v, _pos: f"{v:,.0f}")
+    ax.grid(axis="x" if phone else "y", alpha=0.3)
     despine(ax)
-    fig.legend(loc="outside lower center", ncols=len(results), frameon=False, fontsize=fontsize - 1)
+    ncols, size = (1, PHONE_MIN_FONT_PT) if phone else (len(results), fontsize - 1)
+    fig.legend(loc="outside lower center", ncols=ncols, frameon=False, fontsize=size)
     return fig
 
 

@@ -3,22 +3,34 @@ scheduler with its block manager, and the GPU workers it sends token ids and blo
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from matplotlib.axes import Axes
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
+from matplotlib.path import Path
 
 from kvcourse._checks import check_positive_int
+from kvcourse.viz.phone import phone_font_size
 from kvcourse.viz.style import BLUE, CHANGED, center_text, finish_diagram
 
 __all__ = ["draw_system_overview"]
 
 
 def draw_system_overview(
-    ax: Axes, *, num_workers: int = 2, num_heads: int = 40, fontsize: float = 12
+    ax: Axes,
+    *,
+    num_workers: int = 2,
+    num_heads: int = 40,
+    fontsize: float = 12,
+    phone: bool = False,
 ) -> None:
     """The vLLM layout (paper Fig. 4): a central scheduler whose block manager keeps every
     sequence's block table, sending token ids and block tables to ``num_workers`` tensor-parallel
     GPU workers each step (paper §4.6). Every worker uses the same block ids, and its physical
-    blocks hold the K and V of its own ``num_heads / num_workers`` heads."""
+    blocks hold the K and V of its own ``num_heads / num_workers`` heads.
+
+    The scheduler stands left of the workers; ``phone=True`` puts it above them, for a phone's
+    column (:func:`~kvcourse.viz.phone.phone_figure`)."""
     num_workers = check_positive_int("num_workers", num_workers)
     num_heads = check_positive_int("num_heads", num_heads)
     if num_heads % num_workers:
@@ -49,11 +61,13 @@ def draw_system_overview(
     def text(x: float, y: float, line: str, size: float = fontsize, **kwargs: object) -> None:
         center_text(ax, x, y, line, fontsize=size, **kwargs)
 
+    fontsize = phone_font_size(fontsize) if phone else fontsize
     worker_h, worker_gap = 1.9, 0.55
     height = num_workers * worker_h + (num_workers - 1) * worker_gap
-    # The scheduler with its block manager, vertically centred on the workers.
+    # The scheduler with its block manager, vertically centred on the workers (above them on a
+    # phone, with room for the messages in between).
     sx, sw, sh = 0.0, 5.4, 3.3
-    sy = (height - sh) / 2
+    sy = height + 1.6 if phone else (height - sh) / 2
     box(sx, sy, sw, sh, "#F3F6FA", BLUE)
     text(sx + sw / 2, sy + sh - 0.35, "Scheduler (CPU)", size=fontsize + 1, weight="bold")
     text(sx + sw / 2, sy + sh - 0.8, "picks each step's sequences", color="0.3")
@@ -67,7 +81,7 @@ def draw_system_overview(
         text(bx + bw / 2, by + bh - 0.75 - 0.42 * k, line)
 
     # The workers, one GPU each, right of a gap wide enough for the message labels.
-    wx, ww = sx + sw + 3.0, 5.4
+    wx, ww = (0.0 if phone else sx + sw + 3.0), 5.4
     per = num_heads // num_workers
     centres = []
     for i in range(num_workers):
@@ -78,18 +92,21 @@ def draw_system_overview(
         heads = f"heads {i * per}–{(i + 1) * per - 1}"
         text(wx + ww / 2, y + worker_h - 0.85, f"model shard: {heads}")
         text(wx + ww / 2, y + worker_h - 1.3, f"block b: K and V of {heads}")
+    if phone:
+        _phone_messages(ax, centres, sy, height, fontsize, arrow)
     # Messages: token ids and block tables out to every worker, sampled tokens back from one.
     left, right = sx + sw + 0.08, wx - 0.08
     mid_x = (left + right) / 2
     message = {"ha": "center", "fontsize": fontsize, "linespacing": 1.1}
-    for i, c in enumerate(centres):
+    for i, c in enumerate([] if phone else centres):
         y = c + 0.3
         arrow((left, y), (right, y), color=BLUE)
         label = "token ids +\nblock tables" if i == 0 else "the same\nblock tables"
         ax.text(mid_x, y + 0.1, label, va="bottom", color=BLUE, **message)
     y = centres[0] - 0.3
-    arrow((right, y), (left, y), color=CHANGED)
-    ax.text(mid_x, y - 0.12, "sampled\ntokens", va="top", color=CHANGED, **message)
+    if not phone:
+        arrow((right, y), (left, y), color=CHANGED)
+        ax.text(mid_x, y - 0.12, "sampled\ntokens", va="top", color=CHANGED, **message)
     if num_workers > 1:
         for a, b in zip(centres, centres[1:], strict=False):
             arrow(
@@ -109,4 +126,47 @@ def draw_system_overview(
             color="0.35",
             rotation=90,
         )
-    finish_diagram(ax, (-0.1, wx + ww + 0.9), (-0.1, height + 0.1))
+    if phone:
+        finish_diagram(ax, (-1.0, wx + ww + 0.9), (-0.1, sy + sh + 0.1))
+    else:
+        finish_diagram(ax, (-0.1, wx + ww + 0.9), (-0.1, height + 0.1))
+
+
+def _phone_messages(
+    ax: Axes,
+    centres: list[float],
+    sy: float,
+    height: float,
+    fontsize: float,
+    arrow: Callable[..., None],
+) -> None:
+    """The messages of the phone layout: token ids and block tables down to the first worker
+    and, along the left margin, to the others; sampled tokens back up."""
+    top_worker, mid = height, (height + sy) / 2
+    message = {"ha": "left", "va": "center", "fontsize": fontsize, "linespacing": 1.1}
+    arrow((1.4, sy - 0.05), (1.4, top_worker + 0.05), color=BLUE)
+    ax.text(1.6, mid, "token ids +\nblock tables", color=BLUE, **message)
+    arrow((4.1, top_worker + 0.05), (4.1, sy - 0.05), color=CHANGED)
+    ax.text(4.3, mid, "sampled\ntokens", color=CHANGED, **message)
+    for c in centres[1:]:
+        lane = [(-0.02, sy + 0.45), (-0.45, sy + 0.45), (-0.45, c), (-0.02, c)]
+        ax.add_patch(
+            FancyArrowPatch(
+                path=Path(lane, [Path.MOVETO] + [Path.LINETO] * 3),
+                arrowstyle="-|>",
+                mutation_scale=16,
+                lw=1.6,
+                color=BLUE,
+            )
+        )
+    if len(centres) > 1:
+        ax.text(
+            -0.62,
+            (sy + 0.45 + centres[-1]) / 2,
+            "the same block tables",
+            ha="center",
+            va="center",
+            rotation=90,
+            fontsize=fontsize,
+            color=BLUE,
+        )

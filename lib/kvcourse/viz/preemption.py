@@ -15,6 +15,7 @@ The colours are those of :mod:`kvcourse.viz.style`: one owner colour per request
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -26,6 +27,7 @@ from matplotlib.patheffects import withStroke
 from matplotlib.text import Text
 
 from kvcourse.serving.swap_cost import SwapVsRecompute
+from kvcourse.viz.phone import PHONE_MIN_FONT_PT, phone_figure, phone_font_size
 from kvcourse.viz.preemption_frames import PreemptionFrame, frame_note
 from kvcourse.viz.style import (
     BLUE,
@@ -56,6 +58,8 @@ __all__ = [
 # Geometry of a row, in data units (equal aspect): one slot is _SLOT wide.
 _SLOT, _GAP, _H = 1.0, 0.5, 1.2
 _LABEL_W, _QUEUE_GAP, _QUEUE_BOX = 5.0, 2.0, 2.6
+# On a phone: the gap between a row's blocks and its queue's line; a note's line length.
+_PHONE_SKIP, _PHONE_NOTE_CHARS = 0.45, 50
 
 
 def _colors(frames: Sequence[PreemptionFrame]) -> dict[str, str]:
@@ -93,6 +97,7 @@ def draw_preemption_frame(
     colors: dict[str, str] | None = None,
     fontsize: float = FONT_SIZE,
     note: bool = True,
+    phone: bool = False,
 ) -> PreemptionArtists:
     """Draw ``frame`` as one row at height ``y`` of ``ax``: the iteration on the left; the pool's
     blocks left to right by physical id, each filled by its owner's colour for its stored tokens
@@ -100,10 +105,14 @@ def draw_preemption_frame(
     iteration's victims gave back outlined in dashed red with the victim's name in red; the
     blocks of requests that finished hatched; then the waiting queue, head first, a victim's box
     in red with the tokens it will recompute. ``note`` adds :func:`frame_note` under the row.
-    The caller sets the limits (:func:`preemption_frames_figure` does)."""
+    The caller sets the limits (:func:`preemption_frames_figure` does). ``phone=True`` draws it
+    for a phone's column: the queue on a line of its own under the blocks, the note broken into
+    lines under it (:func:`phone_row_height` says how tall the row is then)."""
     if colors is None:
         colors = _colors([frame])
     art = PreemptionArtists()
+    small = max(fontsize - 1, PHONE_MIN_FONT_PT) if phone else fontsize - 1
+    fontsize = phone_font_size(fontsize) if phone else fontsize
     bs = frame.block_size
     x0 = 0.0
     block_w = bs * _SLOT
@@ -171,17 +180,20 @@ def draw_preemption_frame(
         fontsize=fontsize,
     )
     qx = x0 + frame.num_blocks * (block_w + _GAP) + _QUEUE_GAP
-    ax.text(qx, y + _H / 2, "queue", ha="left", va="center", fontsize=fontsize - 1, color="0.3")
-    qx += 3.4
+    qy = y  # the queue's line: beside the blocks, or under them on a phone
+    if phone:
+        qx, qy = x0, y - _H - _PHONE_SKIP
+    ax.text(qx, qy + _H / 2, "queue", ha="left", va="center", fontsize=small, color="0.3")
+    qx += 3.4 + 1.4 * phone
     victims = {v.name for v in frame.victims}
     if not frame.waiting:
         ax.text(
             qx,
-            y + _H / 2,
+            qy + _H / 2,
             "empty",
             ha="left",
             va="center",
-            fontsize=fontsize - 1,
+            fontsize=small,
             color="0.5",
             style="italic",
         )
@@ -189,7 +201,7 @@ def draw_preemption_frame(
         hit = w.name in victims
         color = colors.get(w.name, "#BDBDBD")
         box = Rectangle(
-            (qx, y),
+            (qx, qy),
             _QUEUE_BOX,
             _H,
             fc=light_fill(color),
@@ -203,9 +215,9 @@ def draw_preemption_frame(
         center_text(
             ax,
             qx + _QUEUE_BOX / 2,
-            y + _H / 2,
+            qy + _H / 2,
             label,
-            fontsize=fontsize - (1 if w.recompute else 0),
+            fontsize=small if w.recompute else fontsize,
             color=CHANGED_TEXT if hit else "black",
             weight="bold",
             zorder=3,
@@ -214,14 +226,26 @@ def draw_preemption_frame(
     if note:
         art.note = ax.text(
             x0,
-            y - 0.25,
-            frame_note(frame),
+            qy - 0.25,
+            _phone_note(frame) if phone else frame_note(frame),
             ha="left",
             va="top",
-            fontsize=fontsize - 1,
+            fontsize=small,
             color=CHANGED_TEXT if frame.victims else "0.25",
         )
     return art
+
+
+def _phone_note(frame: PreemptionFrame) -> str:
+    """:func:`frame_note` broken into lines that fit a phone's column under the blocks."""
+    return textwrap.fill(frame_note(frame), _PHONE_NOTE_CHARS)
+
+
+def phone_row_height(frame: PreemptionFrame) -> float:
+    """How tall (data units) :func:`draw_preemption_frame` draws ``frame`` with ``phone=True``:
+    the blocks, the queue's line and the note's lines, and the space to the next row."""
+    lines = _phone_note(frame).count("\n") + 1
+    return 2 * _H + _PHONE_SKIP + 0.25 + 1.55 * lines + 0.9
 
 
 def preemption_legend_handles() -> list[Patch | Line2D]:
@@ -242,16 +266,20 @@ def preemption_frames_figure(
     fontsize: float = FONT_SIZE,
     legend: bool = True,
     width_in: float | None = None,
+    phone: bool = False,
 ) -> Figure:
     """``frames`` stacked top to bottom, one row (and its note) per iteration, with block ids
     above the first row and one legend under all (unless ``legend`` is False). The figure is
-    sized to the rows; ``width_in`` overrides its width."""
+    sized to the rows; ``width_in`` overrides its width. ``phone=True`` draws the rows for a
+    phone's column, each queue under its blocks."""
     frames = list(frames)
     if not frames or not all(isinstance(f, PreemptionFrame) for f in frames):
         raise ValueError("frames must be a non-empty list of PreemptionFrame (preemption_frames())")
     if len({(f.num_blocks, f.block_size) for f in frames}) != 1:
         raise ValueError("every frame must show the same pool (num_blocks, block_size)")
     colors = _colors(frames)
+    if phone:
+        return _phone_frames_figure(frames, colors, fontsize, legend)
     longest_queue = max(len(f.waiting) for f in frames)
     width = _row_width(frames[0], max(longest_queue, 2))
     pitch = _H + 1.6
@@ -281,6 +309,29 @@ def preemption_frames_figure(
     finish_diagram(ax, (-_LABEL_W, width - _LABEL_W), (-(len(frames) - 1) * pitch - 1.4, _H + 2.3))
     if legend:
         figure_legend(fig, preemption_legend_handles(), fontsize=fontsize - 1, ncols=2)
+    return fig
+
+
+def _phone_frames_figure(
+    frames: list[PreemptionFrame], colors: dict[str, str], fontsize: float, legend: bool
+) -> Figure:
+    """:func:`preemption_frames_figure` for a phone's column."""
+    fig = phone_figure(0.172 * sum(phone_row_height(f) for f in frames))
+    ax = fig.add_subplot()
+    y = 0.0
+    for frame in frames:
+        draw_preemption_frame(ax, frame, y=y, colors=colors, fontsize=fontsize, phone=True)
+        y -= phone_row_height(frame)
+    f0 = frames[0]
+    block_w, small = f0.block_size * _SLOT, max(fontsize - 1, PHONE_MIN_FONT_PT)
+    for b in range(f0.num_blocks):
+        x = b * (block_w + _GAP) + block_w / 2
+        ax.text(x, _H + 0.3, str(b), ha="center", va="bottom", fontsize=small, color="0.4")
+    pool_w = f0.num_blocks * (block_w + _GAP)
+    ax.text(pool_w / 2, _H + 1.9, "physical block", ha="center", va="bottom", fontsize=small)
+    finish_diagram(ax, (-_LABEL_W - 0.6, pool_w), (y + 0.6, _H + 3.7))
+    if legend:
+        figure_legend(fig, preemption_legend_handles(), fontsize=small, ncols=1)
     return fig
 
 

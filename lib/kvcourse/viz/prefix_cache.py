@@ -23,6 +23,7 @@ from matplotlib.patches import Rectangle
 
 from kvcourse.blocks.hashing import chained_block_hashes, short_hash
 from kvcourse.cluster.prefix_replay import ReplayResult
+from kvcourse.viz.phone import PHONE_MIN_FONT_PT, phone_figure
 from kvcourse.viz.style import (
     BLUE,
     CHANGED,
@@ -47,26 +48,40 @@ def chained_hash_figure(
     block_size: int = 4,
     *,
     fontsize: float = FONT_SIZE,
+    phone: bool = False,
 ) -> Figure:
     """Requests as rows of blocks with their chained hashes. ``rows`` are ``(label, tokens)``;
-    the first row is the reference the others are compared with, block by block."""
+    the first row is the reference the others are compared with, block by block. ``phone=True``
+    draws it for a phone's column: each label above its row, a block's tokens two to a line."""
     if not rows:
         raise ValueError("rows must list at least one (label, tokens) pair")
     hashes = [chained_block_hashes(tokens, block_size) for _, tokens in rows]
     widest = max(-(-len(tokens) // block_size) for _, tokens in rows)
     w, h, gap = 2.2, 1.0, 0.9  # block width, block height, space under a row for its hashes
-    height = len(rows) * (h + gap)
-    xlim, ylim = (-3.2, widest * (w + 0.25)), (gap - 0.65, height + 0.1)
-    width = 1.45 * widest + 1.6
-    aspect = (ylim[1] - ylim[0]) / (xlim[1] - xlim[0])
-    fig = Figure(figsize=(width, width * aspect + 0.15), layout="constrained")
+    if phone:
+        w, h, gap, label_h = 1.35, 1.3, 0.75, 0.55
+        height = len(rows) * (h + gap + label_h)
+        xlim, ylim = (-0.1, widest * (w + 0.2)), (gap - 0.75, height + 0.1)
+        fig = phone_figure()
+        token_size = hash_size = label_size = PHONE_MIN_FONT_PT
+    else:
+        label_h = 0.0
+        height = len(rows) * (h + gap)
+        xlim, ylim = (-3.2, widest * (w + 0.25)), (gap - 0.65, height + 0.1)
+        width = 1.45 * widest + 1.6
+        aspect = (ylim[1] - ylim[0]) / (xlim[1] - xlim[0])
+        fig = Figure(figsize=(width, width * aspect + 0.15), layout="constrained")
+        token_size, hash_size, label_size = fontsize - 2, fontsize - 2, fontsize
     ax = fig.subplots()
     for r, (label, tokens) in enumerate(rows):
-        y = height - (r + 1) * (h + gap) + gap
-        ax.text(-0.25, y + h / 2, label, ha="right", va="center", fontsize=fontsize)
+        y = height - (r + 1) * (h + gap + label_h) + gap
+        if phone:
+            ax.text(0.0, y + h + 0.12, label, ha="left", va="bottom", fontsize=label_size)
+        else:
+            ax.text(-0.25, y + h / 2, label, ha="right", va="center", fontsize=label_size)
         for b in range(-(-len(tokens) // block_size)):
             part = tokens[b * block_size : (b + 1) * block_size]
-            x = b * (w + 0.25)
+            x = b * (w + (0.2 if phone else 0.25))
             full = len(part) == block_size
             same = full and b < len(hashes[0]) and hashes[r][b] == hashes[0][b]
             fill = SHARED if same and r > 0 else ("white" if full else OURS_EMPTY)
@@ -82,15 +97,19 @@ def chained_hash_figure(
                     ls="-" if full else "--",
                 )
             )
-            center_text(ax, x + w / 2, y + h / 2, " ".join(map(str, part)), fontsize=fontsize - 2)
+            words = [str(t) for t in part]
+            text = " ".join(words)
+            if phone:
+                text = "\n".join(" ".join(words[i : i + 2]) for i in range(0, len(words), 2))
+            center_text(ax, x + w / 2, y + h / 2, text, fontsize=token_size)
             tag = short_hash(hashes[r][b], 6) if full else "no hash"
             color = CHANGED if edge == CHANGED else "0.25"
             center_text(
                 ax,
                 x + w / 2,
-                y - 0.32,
+                y - (0.35 if phone else 0.32),
                 tag,
-                fontsize=fontsize - 2.5,
+                fontsize=hash_size,
                 color=color,
                 family="monospace",
             )

@@ -12,6 +12,7 @@ yellow, each sequence in its own colour.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -19,8 +20,10 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import FancyArrowPatch, Patch, Rectangle
+from matplotlib.path import Path
 from matplotlib.text import Text
 
+from kvcourse.viz.phone import PHONE_MIN_FONT_PT, phone_figure
 from kvcourse.viz.sharing_frames import SharingFrame
 from kvcourse.viz.style import (
     CHANGED,
@@ -72,28 +75,40 @@ def sharing_legend_handles(*, copies: bool = True) -> list[Patch | Line2D]:
 
 
 def draw_sharing_frame(
-    ax: Axes, frame: SharingFrame, *, title: bool = True, fontsize: float = FONT_SIZE
+    ax: Axes,
+    frame: SharingFrame,
+    *,
+    title: bool = True,
+    fontsize: float = FONT_SIZE,
+    phone: bool = False,
 ) -> SharingArtists:
     """Draw ``frame`` on ``ax``: each sequence's logical blocks (token texts) and block-table
     entry on the left, arrows into the physical pool on the right, and each physical block's
     reference count. Shared blocks are yellow; the step's new tokens, new blocks and changed
-    counts are red; a copy-on-write is a dashed red arrow from the copied block to its copy."""
+    counts are red; a copy-on-write is a dashed red arrow from the copied block to its copy.
+
+    ``phone=True`` draws it for a phone's column: the pool under the sequences, with its counts
+    and copies on the left, each table arrow running down the right margin to its block."""
     if not isinstance(frame, SharingFrame):
         raise TypeError(f"frame must be a SharingFrame, got {frame!r}")
     size = frame.block_size
     w, h, pitch, seq_gap = _SLOT_W, _SLOT_H, _PITCH, _SEQ_GAP
-    x_log, x_tab, tab_w, x_pool, x_id, x_ref, ref_w, x_end = _columns(size)
+    x_log, x_tab, tab_w, x_pool, x_id, x_ref, ref_w, x_end = _columns(size, phone=phone)
     artists = SharingArtists()
+    fontsize = PHONE_MIN_FONT_PT if phone else fontsize
 
     # The sequences on the left, one under the other, and the pool on the right, centred on
-    # each other.
+    # each other (on a phone, the pool under the sequences).
     rows = sum(len(s.block_ids) for s in frame.sequences)
     left_h = rows * pitch + seq_gap * max(0, len(frame.sequences) - 1)
     pool_h = frame.num_blocks * pitch
     top = 0.0
     left_top = top - max(0.0, (pool_h - left_h) / 2)
     pool_top = top - max(0.0, (left_h - pool_h) / 2)
+    if phone:
+        left_top, pool_top = top, top - left_h - 0.9
     pool_y = [pool_top - b * pitch for b in range(frame.num_blocks)]  # top edges
+    targets = sorted({b for seq in frame.sequences for b in seq.block_ids})
 
     # Where each table arrow lands: holders of one block spread along its left edge.
     landing: dict[tuple[int, int], float] = {}
@@ -152,9 +167,16 @@ def draw_sharing_frame(
                 fontsize=fontsize,
             )
             if 0 <= block < frame.num_blocks:
+                start, end = (x_tab + tab_w, yb + h / 2), (x_pool, landing[number, block])
+                path = None
+                if phone:  # down a lane of the right margin, the deeper block's farther out
+                    lane = x_tab + tab_w + 0.35 + 0.3 * targets.index(block)
+                    end = (x_pool + size * w, end[1])
+                    points = [start, (lane, start[1]), (lane, end[1]), end]
+                    path = Path(points, [Path.MOVETO] + [Path.LINETO] * 3)
                 arrow = FancyArrowPatch(
-                    (x_tab + tab_w, yb + h / 2),
-                    (x_pool, landing[number, block]),
+                    *(() if phone else (start, end)),
+                    path=path,
                     arrowstyle="-|>",
                     mutation_scale=12,
                     lw=1.4,
@@ -212,15 +234,17 @@ def draw_sharing_frame(
         )
         artists.ref_labels.append(label)
 
-    # Copy-on-write: a dashed arc on the far right, from the copied block to its copy.
+    # Copy-on-write: a dashed arc on the far right (left on a phone), from the copied block to
+    # its copy.
     for source, target in frame.copies:
         if not (0 <= source < frame.num_blocks and 0 <= target < frame.num_blocks):
             continue
-        x = x_ref + ref_w + 0.05
+        x = x_ref - 0.05 if phone else x_ref + ref_w + 0.05
+        bend = -0.45 if (target > source) != phone else 0.45
         arrow = FancyArrowPatch(
             (x, pool_y[source] - h / 2),
             (x, pool_y[target] - h / 2),
-            connectionstyle=f"arc3,rad={-0.45 if target > source else 0.45}",
+            connectionstyle=f"arc3,rad={bend}",
             arrowstyle="-|>",
             mutation_scale=13,
             lw=1.8,
@@ -232,10 +256,10 @@ def draw_sharing_frame(
         artists.copy_arrows.append(arrow)
         span = abs(target - source) * pitch
         ax.text(
-            x + 0.35 + 0.22 * span,
+            x + (-1 if phone else 1) * (0.35 + 0.22 * span),
             (pool_y[source] + pool_y[target]) / 2 - h / 2,
             "copy",
-            ha="left",
+            ha="right" if phone else "left",
             va="center",
             fontsize=fontsize,
             color=CHANGED_TEXT,
@@ -243,15 +267,17 @@ def draw_sharing_frame(
 
     # Headings.
     head_y = top + 0.25
+    pool_head = pool_top + 0.25 if phone else head_y
     sub = {"ha": "center", "va": "bottom", "fontsize": fontsize, "color": "0.3"}
     ax.text(x_log + size * w / 2, head_y, "logical KV blocks", weight="bold", **sub)
     ax.text(x_tab + tab_w / 2, head_y, "table", weight="bold", **sub)
-    ax.text(x_pool + size * w / 2, head_y, "physical KV blocks", weight="bold", **sub)
-    ax.text(x_ref + ref_w / 2, head_y, "count", weight="bold", **sub)
+    ax.text(x_pool + size * w / 2, pool_head, "physical KV blocks", weight="bold", **sub)
+    ax.text(x_ref + ref_w / 2, pool_head, "count", weight="bold", **sub)
     bottom = min(left_top - left_h, pool_top - pool_h)
-    finish_diagram(ax, (0.0, x_end), (bottom - 0.1, head_y + 0.6))
+    finish_diagram(ax, (-1.0 if phone else 0.0, x_end), (bottom - 0.1, head_y + 0.6))
     if title:
-        ax.set_title(frame.label, fontsize=fontsize + 1, loc="left", pad=4)
+        label = textwrap.fill(frame.label, 48) if phone else frame.label
+        ax.set_title(label, fontsize=fontsize + 1, loc="left", pad=4)
     return artists
 
 
@@ -261,12 +287,24 @@ def sharing_frames_figure(
     width: float = 9.5,
     fontsize: float = 12,
     legend: bool = True,
+    phone: bool = False,
 ) -> Figure:
     """The frames one under another, each titled with its label, with one legend at the bottom:
-    the static stand-in for stepping through a sharing demo."""
+    the static stand-in for stepping through a sharing demo. ``phone=True`` draws them for a
+    phone's column (``width`` does not apply)."""
     frames = list(frames)
     if not frames or not all(isinstance(f, SharingFrame) for f in frames):
         raise ValueError("frames must be a non-empty list of SharingFrame")
+    if phone:
+        fig = phone_figure(sum(_frame_height(f, phone=True) for f in frames) * 0.395)
+        heights = [_frame_height(f, phone=True) for f in frames]
+        axes = fig.subplots(len(frames), 1, squeeze=False, height_ratios=heights)
+        for ax, frame in zip(axes[:, 0], frames, strict=True):
+            draw_sharing_frame(ax, frame, fontsize=fontsize, phone=True)
+        if legend:
+            handles = sharing_legend_handles(copies=any(f.copies for f in frames))
+            figure_legend(fig, handles, fontsize=PHONE_MIN_FONT_PT, ncols=2)
+        return fig
     heights = [_frame_height(f) for f in frames]
     scale = width / _columns(frames[0].block_size)[-1]  # inches per data unit
     legend_h = 0.5 if legend else 0.0
@@ -283,12 +321,15 @@ def sharing_frames_figure(
     return fig
 
 
-def _columns(size: int) -> tuple[float, ...]:
+def _columns(size: int, *, phone: bool = False) -> tuple[float, ...]:
     """x of: logical slots, table cell, its width, pool slots, block id, ref count, its width,
-    and the right edge (room for the copy arrows)."""
+    and the right edge (room for the copy arrows). On a phone the pool is under the logical
+    slots, its ids and counts left of it, and the right edge leaves room for the arrows' lanes."""
     x_log = 2.4
     x_tab = x_log + size * _SLOT_W + 0.25
     tab_w = 0.9
+    if phone:
+        return x_log, x_tab, tab_w, x_log, x_log - 0.3, 0.45, 1.35, x_tab + tab_w + 2.0
     x_pool = x_tab + tab_w + 2.3
     x_id = x_pool + size * _SLOT_W + 0.35
     x_ref = x_id + 0.45
@@ -296,8 +337,11 @@ def _columns(size: int) -> tuple[float, ...]:
     return x_log, x_tab, tab_w, x_pool, x_id, x_ref, ref_w, x_ref + ref_w + 1.6
 
 
-def _frame_height(frame: SharingFrame) -> float:
-    """The height of a drawn frame in data units: its taller side and the headings."""
+def _frame_height(frame: SharingFrame, *, phone: bool = False) -> float:
+    """The height of a drawn frame in data units: its taller side (both, on a phone) and the
+    headings."""
     rows = sum(len(s.block_ids) for s in frame.sequences)
     left = rows * _PITCH + _SEQ_GAP * max(0, len(frame.sequences) - 1)
+    if phone:
+        return left + 0.9 + frame.num_blocks * _PITCH + 1.0
     return max(left, frame.num_blocks * _PITCH) + 1.0
