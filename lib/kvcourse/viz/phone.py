@@ -237,13 +237,14 @@ def _reflow_legends(fig: Figure, width: float) -> None:
     legends = list(fig.findobj(Legend))
     if not legends:
         return
-    fig.draw_without_rendering()  # where each legend is now: in its panel, under it, elsewhere
     renderer = fig._get_renderer()
     grown, hung = 0.0, []
     for leg in legends:
+        # Where it is: in its panel, hanging from a point under it, or elsewhere (the figure's).
+        # Its anchor says so, wherever the layout will put the panel.
         ax, box = leg.parent, leg.get_window_extent(renderer)
         inside = isinstance(ax, Axes) and leg.get_bbox_to_anchor() is ax.bbox
-        under = isinstance(ax, Axes) and box.y1 <= ax.bbox.y0 + 1
+        under = isinstance(ax, Axes) and leg.get_bbox_to_anchor().y1 <= ax.bbox.y0 + 1
         if (inside or under) and not ax.axison:
             leg = _to_figure_legend(leg)
         elif inside or under:
