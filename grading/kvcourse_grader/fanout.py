@@ -1,24 +1,27 @@
 """Grading many students at once: on this machine's cores, or over a Dask distributed cluster.
 
-Every :class:`~kvcourse_grader.jobs.GradingJob` is independent (its own nbgrader process, its
-own sandboxed kernel, its own folders); only the gradebook is shared. :func:`run_local` runs jobs
-on a pool of threads, each waiting on one nbgrader process, so ``workers`` students are graded at
-a time. :func:`run_dask` hands the same jobs to the workers of a Dask ``distributed`` cluster
-(the well-kept engine for fanning Python work out over machines): each worker grades one
-student at a time and writes to the one gradebook, which must then be a server database
-(PostgreSQL) that every worker reaches. Both yield outcomes as they finish and never raise for a
+Every :class:`~kvcourse_grader.jobs.GradingJob` is independent (its own nbgrader run, its own
+sandboxed kernel, its own folders); only the gradebook is shared. :func:`run_local` runs jobs
+on a pool of threads, each driving one long-lived nbgrader process that grades its students in
+turn, so ``workers`` students are graded at a time. :func:`run_dask` hands the same jobs to the
+workers of a Dask ``distributed`` cluster (the well-kept engine for fanning Python work out over
+machines): each worker grades one student at a time, in an nbgrader process of its own, and
+writes to the one gradebook, which must then be a server database (PostgreSQL) that every worker
+reaches. Both yield outcomes as they finish and never raise for a
 student; :func:`default_workers` is how many students this machine can take at once.
 """
 
 from __future__ import annotations
 
 import os
+import queue
 import uuid
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from kvcourse_grader import runner
 from kvcourse_grader.jobs import GradingJob, JobOutcome, grade_job
+from kvcourse_grader.nbgrader_worker import NbgraderWorker
 
 __all__ = ["MEMORY_PER_WORKER", "cluster_size", "default_workers", "run_dask", "run_local"]
 
@@ -48,15 +51,35 @@ def _failed(job: GradingJob, why: str) -> JobOutcome:
 
 
 def run_local(jobs: Iterable[GradingJob], workers: int) -> Iterator[JobOutcome]:
-    """Grade ``jobs`` here, ``workers`` at a time; yield each outcome as it finishes."""
+    """Grade ``jobs`` here, ``workers`` at a time; yield each outcome as it finishes.
+
+    Each thread grades its students in one long-lived nbgrader process
+    (:class:`~kvcourse_grader.nbgrader_worker.NbgraderWorker`), so nbgrader starts once per
+    thread rather than once per student; every student still gets a kernel of its own."""
     if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
         raise ValueError(f"workers must be a positive whole number, got {workers!r}")
     jobs = list(jobs)
+    idle: queue.SimpleQueue[NbgraderWorker] = queue.SimpleQueue()
+    started: list[NbgraderWorker] = []
+
+    def grade(job: GradingJob) -> JobOutcome:
+        try:
+            worker = idle.get_nowait()
+        except queue.Empty:
+            worker = NbgraderWorker(job.course.root, memory_limit=job.memory_limit)
+            started.append(worker)
+        try:
+            return grade_job(job, worker)
+        finally:
+            idle.put(worker)
+
+    if len({(job.course.root, job.memory_limit) for job in jobs}) > 1:
+        raise ValueError("run_local grades one course with one memory limit at a time")
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="grader")
     futures: dict = {}
     try:
         for job in jobs:
-            futures[pool.submit(grade_job, job)] = job
+            futures[pool.submit(grade, job)] = job
         for future in as_completed(futures):
             try:
                 yield future.result()
@@ -72,6 +95,8 @@ def run_local(jobs: Iterable[GradingJob], workers: int) -> Iterator[JobOutcome]:
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+        for worker in started:
+            worker.close()
 
 
 def _connect(address: str):

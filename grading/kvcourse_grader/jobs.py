@@ -3,7 +3,8 @@
 A :class:`GradingJob` is a plain, picklable record (the course's folders, the nbgrader arguments,
 the limits), so the same :func:`grade_job` runs in a thread of ``kvcourse-grade`` or in a Dask
 worker on another machine that sees the course at the same path. It starts one nbgrader process
-(:mod:`kvcourse_grader.runner`, with its time and memory limits and the sandboxed kernel) and
+(:mod:`kvcourse_grader.runner`, with its time and memory limits and the sandboxed kernel), or
+hands it to a long-lived :class:`~kvcourse_grader.nbgrader_worker.NbgraderWorker`, and
 returns a :class:`JobOutcome`: the score nbgrader wrote to the gradebook, or why there is none,
 plus what went wrong at run time and what the review flags. It never raises: one student never
 stops the run.
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 
 from kvcourse_grader import runner
 from kvcourse_grader.course import STUDENT_ID, Course, run_notes
+from kvcourse_grader.nbgrader_worker import NbgraderWorker
 
 __all__ = ["GradingJob", "JobOutcome", "grade_job"]
 
@@ -56,9 +58,11 @@ class JobOutcome:
         return self.score is not None
 
 
-def grade_job(job: GradingJob) -> JobOutcome:
-    """Grade one submission with nbgrader in its own process and read its score back from the
-    gradebook; every failure (including an exception here) becomes an ungraded outcome."""
+def grade_job(job: GradingJob, worker: NbgraderWorker | None = None) -> JobOutcome:
+    """Grade one submission with nbgrader and read its score back from the gradebook; every
+    failure (including an exception here) becomes an ungraded outcome. nbgrader runs in
+    ``worker`` when one is given (a process that grades many submissions in turn), else in a
+    process of its own."""
     from kvcourse_grader.leaks import removal_flags
     from kvcourse_grader.review import review_notebook
 
@@ -88,9 +92,12 @@ def grade_job(job: GradingJob) -> JobOutcome:
     autograded = course.autograded / student / assignment / f"{assignment}.ipynb"
     args = ["autograde", assignment, "--student", student, "--force", *job.nb_args]
     try:
-        result = runner.run_nbgrader(
-            course.root, args, log=log, timeout=job.timeout, memory_limit=job.memory_limit
-        )
+        if worker is not None:
+            result = worker.run(args, log=log, timeout=job.timeout)
+        else:
+            result = runner.run_nbgrader(
+                course.root, args, log=log, timeout=job.timeout, memory_limit=job.memory_limit
+            )
         score = course.score(assignment, student) if result.ok else None
         why = result.reason() if not result.ok else "nbgrader left no graded notebook"
         if score is None or not autograded.is_file():
