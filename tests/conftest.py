@@ -13,6 +13,7 @@ import pytest
 matplotlib.use("Agg")
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the tests' shared helpers (book_pages)
 JUPYTER_BOOK = Path(sys.executable).with_name("jupyter-book")
 
 

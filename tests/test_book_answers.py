@@ -32,20 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import yaml
+from book_pages import toc_pages
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def toc_pages() -> list[str]:
-    """Every document named in _toc.yml (root first), as paths without suffix."""
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    pages = [toc["root"]]
-    for part in toc.get("parts", []):
-        for chapter in part.get("chapters", []):
-            pages.append(chapter["file"])
-            pages.extend(section["file"] for section in chapter.get("sections", []))
-    return pages
 
 
 HEADING = re.compile(r"^#{1,6} ")
