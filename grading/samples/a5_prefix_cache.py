@@ -339,6 +339,75 @@ def ex7_saved_share(prefix_len, num_requests, question_len, block_size):
     return Whatever()
 """
 
+# --- a copycat: the lookup done by the library's hash index ---------------------------------------
+#: The LRU order kept by hand, but the lookup asks kvcourse.blocks.HashIndex (the library's map of
+#: block hashes, vLLM v1's BlockHashToBlockMap) which blocks are cached: the insert logs what it
+#: adds and evicts, and the lookup brings the index up to date before walking the request. Without
+#: the hash index switched off it scores full marks; with it, Parts 3 and 5 (which serves every
+#: request through the lookup) score nothing, and the insert, its own code, keeps its points.
+COPYCAT_CACHE = """
+from collections import OrderedDict
+from collections.abc import Hashable, Sequence
+
+import kvcourse.blocks
+
+
+class MyPrefixCache:
+    def __init__(self, capacity: int) -> None:
+        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
+            raise ValueError(f"capacity must be a positive int, got {capacity!r}")
+        self.capacity = capacity
+        self.evictions = 0
+        self._recent = OrderedDict()  # least recent first
+        self._index = None  # the library's hash index, made by the first lookup
+        self._log = []  # (block id, added) since the index was last brought up to date
+
+    def __len__(self) -> int:
+        return len(self._recent)
+
+    def __contains__(self, block_id: Hashable) -> bool:
+        return block_id in self._recent
+
+    def lookup(self, block_ids: Sequence[Hashable]) -> int:
+        if self._index is None:
+            self._index = kvcourse.blocks.HashIndex()
+        for block_id, added in self._log:
+            if added:
+                self._index.add(block_id, 0)
+            else:
+                self._index.remove(block_id, 0)
+        self._log.clear()
+        hits = 0
+        while hits < len(block_ids) and self._index.lookup(block_ids[hits]) is not None:
+            hits += 1
+        return hits
+
+    def _drop(self, block_id: Hashable) -> None:
+        del self._recent[block_id]
+        self._log.append((block_id, False))
+        self.evictions += 1
+
+    def insert(self, block_ids: Sequence[Hashable]) -> None:
+        keep = list(block_ids[: self.capacity])
+        for block_id in keep:
+            if block_id in self._recent:
+                self._recent.move_to_end(block_id)
+            else:
+                self._recent[block_id] = None
+                self._log.append((block_id, True))
+        mine = set(keep)
+        while len(self._recent) > self.capacity:
+            self._drop(next(b for b in self._recent if b not in mine))
+        for block_id in block_ids[self.capacity :]:
+            if block_id in self._recent:
+                self._drop(block_id)
+
+    def serve(self, block_ids: Sequence[Hashable]) -> int:
+        hits = self.lookup(block_ids)
+        self.insert(block_ids)
+        return hits
+"""
+
 SAMPLES = {
     **basic_samples(),
     "partial": Sample(
@@ -443,6 +512,12 @@ SAMPLES = {
         about="Part 4 does not parse; every other part is right",
         cells={"prefill": lambda code: code.replace(") -> int:", ") -> int", 1)},
         passes=tests_of("chained_hashes", "insert", "lookup", "replay"),
+    ),
+    "copycat": Sample(
+        about="the cache's lookup done by the library's hash index (kvcourse.blocks.HashIndex), "
+        "its insert written by hand",
+        cells={"MyPrefixCache": COPYCAT_CACHE},
+        passes=tests_of("chained_hashes", "insert", "prefill"),
     ),
     "hostile": Sample(
         about="the library's hashing behind the tests' back; always-equal results, a forged "

@@ -66,3 +66,20 @@ def test_the_lecture_style_trace_lands_near_the_lecture():
     assert speedups == sorted(speedups)
     assert 1.3 < speedups[0] < 1.6 and 2.0 < speedups[-1] < 2.7
     assert points[-1].capacity is None and points[-1].storage_bytes > points[1].storage_bytes
+
+
+def test_the_replay_order_is_passed_on():
+    """Tail first (vLLM v1's order) by default; head first when asked. Blocks 1, 2 are shared and
+    a third request pushes two blocks out of 4: head first, the shared prefix goes."""
+    requests = [(1, 2, 3), (1, 2, 4), (5, 6), (1, 2, 3)]
+    trace = Trace(
+        name="shared",
+        block_size=4,
+        requests=tuple(TraceRequest(float(t), 4 * len(r), 1, r) for t, r in enumerate(requests)),
+    )
+    (tail,) = prefill_savings(trace, (4,))
+    (head,) = prefill_savings(trace, (4,), tail_first=False)
+    assert (tail.hit_rate, head.hit_rate) == (4 / 11, 2 / 11)
+    assert tail.seconds_with < head.seconds_with
+    with pytest.raises(TypeError, match="tail_first"):
+        prefill_savings(trace, (4,), tail_first=None)

@@ -23,27 +23,29 @@ from kvcourse.cluster import EVICTIONS, ReplayResult, hit_rate_curve, replay_pre
 HAND_TRACE = [["A", "B"], ["A", "C"], ["D"], ["A", "B"], ["D", "E"], ["A", "B"]]
 
 
-def test_lru_hand_trace():
-    # capacity 3; the cache listed least recently used first.
+def test_lru_hand_trace_head_first():
+    """Head first (tail_first=False), assignment a5's order: of a request's blocks the first is
+    the least recently used."""
+    # capacity 3; the cache listed least recently used first; each request referenced in order.
     # r0 A B: miss, miss                     -> A B
     # r1 A C: A hits; C inserted             -> B A C
     # r2 D:   miss; D inserted, B evicted    -> A C D          (evictions: B)
     # r3 A B: A hits; B inserted, C evicted  -> D A B          (C)
     # r4 D E: D hits; E inserted, A evicted  -> B D E          (A)
     # r5 A B: A misses, so B (cached) is no hit; A inserted, B touched, D evicted -> E A B  (D)
-    result = replay_prefix_cache(HAND_TRACE, 3, "lru")
+    result = replay_prefix_cache(HAND_TRACE, 3, "lru", tail_first=False)
     assert result.hits == (0, 1, 0, 1, 1, 0)
     assert (result.hit_blocks, result.total_blocks, result.evictions) == (3, 11, 4)
     assert result.hit_rate == pytest.approx(3 / 11)
     assert result.request_hit_rate == pytest.approx((0 + 1 / 2 + 0 + 1 / 2 + 1 / 2 + 0) / 6)
     assert result.requests_with_hit == 3 and result.num_requests == 6 and result.miss_blocks == 8
-    assert (result.eviction, result.capacity) == ("lru", 3)
+    assert (result.eviction, result.capacity, result.tail_first) == ("lru", 3, False)
 
 
-def test_lru_hand_trace_tail_first():
-    """vLLM frees a request's blocks last block first (v1, v0.33.0: vllm/v1/core/
-    single_type_kv_cache_manager.py, SingleTypeKVCacheManager.free; the paper's v0 alike), so of
-    blocks used together the tail is evicted first: the replay's tail_first."""
+def test_lru_hand_trace_tail_first_is_the_default():
+    """vLLM v1 frees a request's blocks last block first (release v0.33.0: vllm/v1/core/
+    single_type_kv_cache_manager.py, SingleTypeKVCacheManager.free), so of blocks used together
+    the tail is evicted first: the replay's default, tail_first=True."""
     # capacity 3; the cache listed least recently used first; each request referenced tail first.
     # r0 A B: misses                              -> B A
     # r1 A C: A hits; C, then A, referenced       -> B C A
@@ -51,20 +53,21 @@ def test_lru_hand_trace_tail_first():
     # r3 A B: A hits; B, then A; C evicted        -> D B A          (C)
     # r4 D E: D hits; E, then D; B evicted        -> A E D          (B)
     # r5 A B: A hits, B does not; B, then A; E evicted -> D B A    (E)
-    result = replay_prefix_cache(HAND_TRACE, 3, "lru", tail_first=True)
+    result = replay_prefix_cache(HAND_TRACE, 3, "lru")
     assert result.hits == (0, 1, 0, 1, 1, 1)
     assert (result.hit_blocks, result.evictions, result.tail_first) == (4, 4, True)
-    assert replay_prefix_cache(HAND_TRACE, 3, "lru").tail_first is False
+    assert replay_prefix_cache(HAND_TRACE, 3, "lru", tail_first=True) == result
+    assert all(r.tail_first for r in hit_rate_curve(HAND_TRACE, [3, None])["lru"])
 
 
 def test_tail_first_keeps_a_shared_prefix_that_head_first_loses():
     """Two requests share blocks 1, 2; a third pushes two blocks out. Head first, the shared
-    prefix is the least recently used and goes; tail first (vLLM's order), the tails 3 and 4 go,
-    and the fourth request hits the prefix."""
+    prefix is the least recently used and goes; tail first (vLLM v1's order), the tails 3 and 4
+    go, and the fourth request hits the prefix."""
     trace = [[1, 2, 3], [1, 2, 4], [5, 6], [1, 2, 3]]
     for eviction in EVICTIONS:
-        head = replay_prefix_cache(trace, 4, eviction)
-        tail = replay_prefix_cache(trace, 4, eviction, tail_first=True)
+        head = replay_prefix_cache(trace, 4, eviction, tail_first=False)
+        tail = replay_prefix_cache(trace, 4, eviction)
         assert tail.hits == (0, 2, 0, 2)
         assert head.hits == ((0, 2, 0, 0) if eviction == "lru" else (0, 2, 0, 2))
 
@@ -88,8 +91,9 @@ def test_an_lfu_count_does_not_survive_eviction():
     # capacity 2. r0-r2: A3. r3 B C: A is evicted (a request never evicts its own blocks) -> B1 C1
     # r4 A: back with count 1, not 4; evict B (count 1, older than C) -> C1 A1
     # r5 C: hit -> C2 A1.  r6 D: evict A (count 1) -> C2 D1.  r7 C: hit.
-    # Had A kept its old count (4), r6 would evict C and r7 would miss.
-    result = replay_prefix_cache(trace, 2, "lfu")
+    # Had A kept its old count (4), r6 would evict C and r7 would miss. (Head first: B is
+    # referenced before C, so B is the older at r4; tail first, C would go instead.)
+    result = replay_prefix_cache(trace, 2, "lfu", tail_first=False)
     assert result.hits == (0, 1, 1, 0, 0, 1, 0, 1) and result.evictions == 3
 
 
@@ -170,7 +174,7 @@ def test_docstring_examples():
 # ---------------------------------------------------------------------------- references
 
 
-def reference_replay(trace, capacity, eviction, tail_first=False):
+def reference_replay(trace, capacity, eviction, tail_first=True):
     """The rules done the slow, obvious way: a dict of (count, last use), victims found by a scan
     over the cache when each missing block is inserted (not all at once, as the fast one does);
     ``tail_first`` references each request's blocks last first."""
@@ -204,7 +208,7 @@ def reference_replay(trace, capacity, eviction, tail_first=False):
 
 def plain_block_lru(trace, capacity):
     """LRU over the trace's blocks one at a time, counting each request's leading run of hits:
-    what the module says its LRU replay equals when no request is longer than the cache."""
+    what the module says its head-first LRU replay equals when no request is longer than the cache."""
     cache, hits = [], []
     for blocks in trace:
         run, hit = True, 0
@@ -284,9 +288,10 @@ def test_fast_replay_agrees_with_the_reference_on_a_longer_trace(eviction):
 
 @settings(max_examples=200, deadline=None)
 @given(trace=traces(), spare=st.integers(0, 6))
-def test_lru_is_plain_block_lru_when_requests_fit(trace, spare):
+def test_head_first_lru_is_plain_block_lru_when_requests_fit(trace, spare):
     capacity = max([1, *map(len, trace)]) + spare  # no request longer than the cache
-    assert replay_prefix_cache(trace, capacity, "lru").hits == plain_block_lru(trace, capacity)
+    head = replay_prefix_cache(trace, capacity, "lru", tail_first=False)
+    assert head.hits == plain_block_lru(trace, capacity)
 
 
 @settings(max_examples=200, deadline=None)

@@ -114,16 +114,21 @@ def prefill_savings(
     *,
     eviction: str = "lru",
     node: PrefillNode = DEFAULT_NODE,
+    tail_first: bool = True,
 ) -> list[PrefillSavings]:
     """Replay ``trace`` through a prefix cache with ``eviction`` (``"lru"`` or ``"lfu"``) at each
     capacity (blocks; None is infinite) and convert its hits into prefill GPU time on ``node``
     (:func:`prefill_gpu_seconds`), beside the storage the cache needs (the distinct blocks it can
-    hold, at :func:`kv_block_bytes` of the node's model)."""
+    hold, at :func:`kv_block_bytes` of the node's model). ``tail_first`` is the replay's order
+    (:func:`~kvcourse.cluster.prefix_replay.replay_prefix_cache`): by default a request's last
+    block is evicted first, as in vLLM v1; ``False`` evicts its first block first."""
     without = prefill_gpu_seconds(trace, node=node)
     block = kv_block_bytes(node.model, trace.block_size)
     points = []
     for capacity in capacities:
-        result = replay_prefix_cache(trace.block_id_lists(), capacity, eviction)
+        result = replay_prefix_cache(
+            trace.block_id_lists(), capacity, eviction, tail_first=tail_first
+        )
         held = trace.num_distinct_blocks if result.capacity is None else result.capacity
         points.append(
             PrefillSavings(

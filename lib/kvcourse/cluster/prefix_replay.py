@@ -12,14 +12,17 @@ and that is refused. :func:`replay_prefix_cache` counts exactly this:
    (the first miss ends the run; a block after a miss counts as a miss even if it is cached,
    because its KV cannot be used without the blocks before it).
 2. **Then all of its blocks are in the cache** (at most the capacity ``C`` of them: see 4). Each
-   one is *referenced* once, in request order: a cached one (hit or not) is touched, a missing one
-   inserted. Afterwards its blocks are the most recently used of all, ``b_n`` the most recent, so
-   of a request's blocks its first is evicted first. ``tail_first=True`` references them in the
-   reverse order, ``b_1`` the most recent, so that its last block is evicted first: vLLM's order
-   (the paper's v0 and v1 free a request's blocks last block first, v1 at release v0.33.0 in
-   ``vllm/v1/core/single_type_kv_cache_manager.py``, ``free``; and
-   :class:`~kvcourse.blocks.prefix_cache.PrefixCache` does the same). The default, head first,
-   is the rule of assignment a5, whose caches the book's numbers are compared with;
+   one is *referenced* once: a cached one (hit or not) is touched, a missing one inserted. By
+   default (*tail first*) they are referenced last block first, ``b_n`` .. ``b_1``, so afterwards
+   ``b_1`` is the most recently used block of all and, of a request's blocks, its last is evicted
+   first and its first, the one other prompts share, last. That is vLLM v1's order (release
+   v0.33.0: ``SingleTypeKVCacheManager.free`` in ``vllm/v1/core/single_type_kv_cache_manager.py``
+   hands a finished request's blocks to ``BlockPool.free_blocks`` reversed, which appends them to
+   the free queue, whose head is evicted first) and
+   :class:`~kvcourse.blocks.prefix_cache.PrefixCache`'s. ``tail_first=False`` (*head first*)
+   references them in request order, ``b_n`` the most recent, so a request's first block is
+   evicted first: the rule of assignment a5's caches, which evict blocks in the order they were
+   inserted;
 3. **Evictions.** Each insertion into a full cache evicts one block that is *not* in the request:
    ``"lru"`` the least recently referenced; ``"lfu"`` the one referenced by the fewest requests
    since it last entered the cache, ties broken by least recent reference. A block's count starts
@@ -37,10 +40,11 @@ and that is refused. :func:`replay_prefix_cache` counts exactly this:
 ``capacity=None`` (or ``math.inf``) is an infinite cache: nothing is evicted, so a block hits
 exactly when it was seen before and every block before it in its request hit too, the ceiling of
 Mooncake's table. With every request at most ``C`` blocks long, the head-first ``"lru"`` replay
-is plain LRU over the trace's blocks one by one (look up, then touch or insert and evict the
-oldest), counting the leading run of hits; a request longer than the cache is where 4 differs from
-that. LRU is a stack algorithm here too, head or tail first: a larger cache always holds what a
-smaller one holds, so its hit rate never drops as the capacity grows. LFU's can.
+(``tail_first=False``) is plain LRU over the trace's blocks one by one (look up, then touch or
+insert and evict the oldest), counting the leading run of hits; a request longer than the cache is
+where 4 differs from that. LRU is a stack algorithm here too, head or tail first: a larger cache
+always holds what a smaller one holds, so its hit rate never drops as the capacity grows. LFU's
+can.
 
 Speed: LRU is an ``OrderedDict`` in recency order; LFU keeps one ``OrderedDict`` per count (least
 recent first) and a heap of the counts in use, so every reference and eviction is O(1) (O(log)
@@ -72,7 +76,7 @@ class ReplayResult:
     ``None`` for an infinite cache, ``evictions`` the blocks it evicted. ``hits[i]`` is request
     ``i``'s prefix hit in blocks. ``hit_rate`` is ``hit_blocks / total_blocks`` (the number
     in Table 1 of Mooncake's arXiv report). ``tail_first``: a request's last block was evicted
-    before its first (vLLM's order), not after (rule 2).
+    before its first (vLLM v1's order, the default), not after (head first; rule 2).
     """
 
     eviction: str
@@ -85,7 +89,7 @@ class ReplayResult:
     requests_with_hit: int
     evictions: int
     hits: tuple[int, ...]
-    tail_first: bool = False
+    tail_first: bool = True
 
     @property
     def miss_blocks(self) -> int:
@@ -98,34 +102,35 @@ def replay_prefix_cache(
     capacity: int | float | None,
     eviction: str = "lru",
     *,
-    tail_first: bool = False,
+    tail_first: bool = True,
 ) -> ReplayResult:
     """Replay a trace of block-id lists through a global prefix cache of ``capacity`` blocks and
     count its prefix hits, by the rules of the module docstring.
 
     ``requests`` is the trace in arrival order, each request the list of its blocks' ids;
     ``capacity`` a number of blocks (1 or more), or ``None`` / ``math.inf`` for an infinite cache;
-    ``eviction`` ``"lru"`` or ``"lfu"``; ``tail_first`` evicts a request's blocks last block first,
-    as vLLM does (rule 2), instead of first block first.
+    ``eviction`` ``"lru"`` or ``"lfu"``; ``tail_first`` (the default) evicts a request's blocks
+    last block first, as vLLM v1 does (rule 2); ``tail_first=False`` evicts them first block
+    first, as assignment a5's caches do.
 
-    Blocks 1, 2 are a shared system prompt; request 3's two new blocks push it out of a 4-block
-    LRU cache (which then holds 2, 4, 5, 6: block 1 went first), but not out of LFU (which
-    evicts the once-used 3 and 4 instead):
+    Blocks 1, 2 are a shared system prompt. Request 3's two new blocks push out of a 4-block LRU
+    cache the tails 3 and 4, each request's last block, so request 4 hits blocks 1 and 2:
 
     >>> trace = [[1, 2, 3], [1, 2, 4], [5, 6], [1, 2, 3]]
     >>> lru = replay_prefix_cache(trace, capacity=4, eviction="lru")
     >>> lru.hits, lru.hit_blocks, lru.total_blocks, lru.evictions
-    ((0, 2, 0, 0), 2, 11, 4)
+    ((0, 2, 0, 2), 4, 11, 3)
     >>> lfu = replay_prefix_cache(trace, capacity=4, eviction="lfu")
     >>> lfu.hits, lfu.hit_blocks, lfu.hit_rate, lfu.evictions
     ((0, 2, 0, 2), 4, 0.36363636363636365, 3)
 
-    Evicting each request's tail first, as vLLM does, LRU keeps the shared prefix too: request
-    3's blocks push out 3 and 4, the tails, and request 4 hits blocks 1 and 2:
+    Head first, the shared prefix is each request's least recently used block, so LRU loses it
+    (the cache then holds 2, 4, 5, 6: block 1 went first); LFU keeps it, evicting the once-used
+    3 and 4:
 
-    >>> tail = replay_prefix_cache(trace, capacity=4, eviction="lru", tail_first=True)
-    >>> tail.hits, tail.evictions
-    ((0, 2, 0, 2), 3)
+    >>> head = replay_prefix_cache(trace, capacity=4, eviction="lru", tail_first=False)
+    >>> head.hits, head.evictions
+    ((0, 2, 0, 0), 4)
     """
     trace = _check_trace(requests)
     return _replay(
@@ -138,14 +143,15 @@ def hit_rate_curve(
     capacities: Iterable[int | float | None],
     evictions: Sequence[str] = EVICTIONS,
     *,
-    tail_first: bool = False,
+    tail_first: bool = True,
 ) -> dict[str, list[ReplayResult]]:
     """Table 1 of Mooncake's arXiv report, on a trace: one replay per eviction and capacity, as
     ``{eviction: [result for each capacity, in the order given]}``.
 
     The trace is checked once for all the replays; ``capacities`` may include ``None`` or
-    ``math.inf`` (an infinite cache, the ceiling of the curve). ``tail_first``: evict each
-    request's blocks last block first, vLLM's order (module docstring, rule 2).
+    ``math.inf`` (an infinite cache, the ceiling of the curve). ``tail_first`` (the default):
+    evict each request's blocks last block first, vLLM v1's order; ``tail_first=False``: first
+    block first, assignment a5's order (module docstring, rule 2).
     """
     tail_first = _check_flag(tail_first)
     trace = _check_trace(requests)
@@ -173,7 +179,7 @@ def hit_rate_curve(
 
 
 def _replay(
-    trace: list[Sequence[Hashable]], capacity: int | None, eviction: str, tail_first: bool = False
+    trace: list[Sequence[Hashable]], capacity: int | None, eviction: str, tail_first: bool
 ) -> ReplayResult:
     if capacity is None:
         hits, evictions = _replay_infinite(trace), 0
