@@ -55,10 +55,27 @@ BOS = 2
 #: The per-layer weight names, in the order of :class:`~kvcourse.model.TinyTransformer`.
 WEIGHT_NAMES = ("wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down")
 _REPLACE = {
-    "·": ".", "×": "x", "—": "-", "–": "-", "−": "-", "‘": "'", "’": "'", "“": '"', "”": '"',
-    "→": "->", "←": "<-", "≤": "<=", "≥": ">=", "≈": "~", "…": "...", "§": "S", "\t": " ",
-    "\N{NO-BREAK SPACE}": " ", "µ": "u", "√": "sqrt",
-}  # fmt: skip
+    "·": ".",
+    "×": "x",
+    "—": "-",
+    "–": "-",
+    "−": "-",
+    "‘": "'",
+    "’": "'",
+    "“": '"',
+    "”": '"',
+    "→": "->",
+    "←": "<-",
+    "≤": "<=",
+    "≥": ">=",
+    "≈": "~",
+    "…": "...",
+    "§": "S",
+    "\t": " ",
+    "\N{NO-BREAK SPACE}": " ",
+    "µ": "u",
+    "√": "sqrt",
+}
 _FOLDER = "data/tiny_model"
 
 
@@ -189,7 +206,15 @@ def greedy_continue(model: TinyTransformer, prompt: str, new_tokens: int = 80) -
     """``prompt`` continued by ``new_tokens`` greedy steps (argmax each time); only the new text
     is returned. The prompt runs after :data:`BOS` in one prefill on a contiguous cache."""
     new_tokens = check_count("new_tokens", new_tokens)
-    ids = [BOS, *encode(prompt)]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # one row at a time: more threads only cost time
+    try:
+        return _greedy(model, [BOS, *encode(prompt)], new_tokens)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _greedy(model: TinyTransformer, ids: list[int], new_tokens: int) -> str:
     cache = model.contiguous_cache()
     cache.add_sequence(0)
     logits = model.forward({0: ids}, cache)[0]

@@ -10,6 +10,7 @@ import torch
 
 from kvcourse.generation import (
     attention_map,
+    attention_shares,
     evicted_decode,
     eviction_sweep,
     h2o_kept,
@@ -142,3 +143,18 @@ def test_attention_map_rows_are_distributions():
     assert bool((a.triu(1) == 0).all())
     with pytest.raises(ValueError, match="layer must be"):
         attention_map(MODEL, IDS[:4], layer=2)
+
+
+def test_attention_shares_reads_sink_previous_token_and_concentration():
+    a = torch.tensor(
+        [
+            [1.0, 0.0, 0.0, 0.0],
+            [0.5, 0.5, 0.0, 0.0],
+            [0.5, 0.25, 0.25, 0.0],
+            [0.25, 0.25, 0.5, 0.0],
+        ]
+    )
+    shares = attention_shares(a, top=2, skip=2)
+    assert (shares.first, shares.previous, shares.top) == (0.375, 0.375, 0.75)
+    with pytest.raises(ValueError, match="square"):
+        attention_shares(a, skip=4)

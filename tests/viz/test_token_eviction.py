@@ -21,18 +21,20 @@ def lower_triangular(n: int, heavy: int) -> np.ndarray:
 
 
 def test_attention_map_figure_marks_the_sink_and_the_heavy_hitters(render):
-    fig = attention_map_figure(
-        {"trained": lower_triangular(8, 3), "random": np.tril(np.ones((8, 8))) / 8}, top=1
-    )
+    trained = lower_triangular(8, 3)
+    fig = attention_map_figure({"trained": trained, "random": np.tril(np.ones((8, 8))) / 8}, top=1)
     assert isinstance(fig, Figure)
-    assert len(fig.axes) == 4  # a map and its column sums, per model
-    bars = fig.axes[1].patches
-    assert len(bars) == 8
-    assert bars[3].get_facecolor()[:3] == pytest.approx(
-        tuple(int(ORANGE[i : i + 2], 16) / 255 for i in (1, 3, 5))
-    )
-    assert bars[0].get_height() == pytest.approx(lower_triangular(8, 3)[:, 0].sum())
-    assert [ax.get_title() for ax in fig.axes[::2]] == ["trained", "random"]
+    assert [ax.get_title() for ax in fig.axes] == ["trained", "random"]  # one panel per model
+    ax = fig.axes[0]
+    assert len(ax.images) == 1
+    first, marked = ax.patches[-2], ax.patches[-1]  # the bars after the step line
+    orange = tuple(int(ORANGE[i : i + 2], 16) / 255 for i in (1, 3, 5))
+    assert marked.get_facecolor()[:3] == pytest.approx(orange)
+    assert marked.get_x() == pytest.approx(3 - 0.5)  # token 3, the heavy hitter
+    sums = trained.sum(axis=0)
+    # The strip is scaled so the tallest column (token 0 here) is 0.3 × 8 rows high.
+    assert abs(first.get_height()) == pytest.approx(0.3 * 8)
+    assert abs(marked.get_height()) == pytest.approx(sums[3] / sums.max() * 0.3 * 8)
     render(fig)
     with pytest.raises(ValueError, match="square"):
         attention_map_figure({"x": np.ones((2, 3))})

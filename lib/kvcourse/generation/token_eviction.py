@@ -266,31 +266,34 @@ def attention_map(
 
 @dataclass(frozen=True)
 class AttentionShares:
-    """Where the queries from ``skip`` on put their attention, averaged over them and the
-    heads: the share on the first token (a sink would take a large one), on the token just
-    before the query, and on the ``top`` keys that get most of it (how concentrated it is)."""
+    """Where the queries of an attention map from ``skip`` on put their attention, on average:
+    the share on the first token (a sink would take a large one), on the token just before the
+    query, and on the ``top`` keys that get most of it (how concentrated it is)."""
 
     first: float
     previous: float
     top: float
 
 
-def attention_shares(
-    model: TinyTransformer, ids: Sequence[int], layer: int, *, top: int = 8, skip: int = 32
-) -> AttentionShares:
-    """:class:`AttentionShares` of ``layer`` under the full cache, over queries ``skip..n−1``."""
-    ids = _check_ids(model, ids)
+def attention_shares(a: torch.Tensor, *, top: int = 8, skip: int = 32) -> AttentionShares:
+    """:class:`AttentionShares` of the map ``a`` [query, key] (from :func:`attention_map`), over
+    queries ``skip..n−1``.
+
+    >>> attention_shares(torch.tensor([[1.0, 0, 0], [0.5, 0.5, 0], [0.5, 0.25, 0.25]]), top=1,
+    ...                  skip=1)
+    AttentionShares(first=0.5, previous=0.375, top=0.5)
+    """
+    a = torch.as_tensor(a, dtype=torch.float64)
     top = check_positive_int("top", top, "e.g. 8")
-    if not 1 <= skip < len(ids) or not 0 <= layer < model.config.num_layers:
+    if a.ndim != 2 or a.shape[0] != a.shape[1] or not 1 <= skip < a.shape[0]:
         raise ValueError(
-            f"skip must be in 1..{len(ids) - 1} and layer in 0..{model.config.num_layers - 1}"
+            f"a must be a square attention map and skip in 1..n-1, got {tuple(a.shape)}, {skip}"
         )
-    a = _decode_together(model, ids, [("full", len(ids), 1, 0)], True)[2][0, layer, :, skip:]
-    rows = torch.arange(skip, len(ids))
+    rows = torch.arange(skip, a.shape[0])
     return AttentionShares(
-        float(a[..., 0].mean()),
-        float(a[:, torch.arange(len(rows)), rows - 1].mean()),
-        float(a.sort(dim=-1, descending=True).values[..., :top].sum(dim=-1).mean()),
+        float(a[rows, 0].mean()),
+        float(a[rows, rows - 1].mean()),
+        float(a[rows].sort(dim=-1, descending=True).values[:, :top].sum(dim=-1).mean()),
     )
 
 

@@ -2,7 +2,7 @@
 eviction rule costs against the full cache.
 
 * :func:`attention_map_figure` draws, for each model, its attention map (query row against key
-  column, averaged over heads, log colour scale) beside each token's accumulated attention, the
+  column, averaged over heads, log colour scale) under each token's accumulated attention, the
   column sums H2O ranks tokens by: a trained model's columns at the start (sinks) and a few
   others (heavy hitters) stand out, a seeded random model's do not;
 * :func:`eviction_plot` draws the mean KL divergence from the full cache's next-token
@@ -34,48 +34,57 @@ def attention_map_figure(
     top: int = 3,
     fontsize: float = FONT_SIZE,
 ) -> Figure:
-    """One row per model in ``maps`` (title → square attention map, query × key): the map on a
-    log colour scale from 0.001 to 1, and each key's accumulated attention (its column's sum)
-    as bars, the ``top`` largest after the first token marked in orange, the first token's bar
-    in dark grey."""
+    """One panel per model in ``maps`` (title → square attention map, query × key): the map on a
+    log colour scale from 0.001 to 1, and above it each key's accumulated attention (its
+    column's sum, scaled to the panel's tallest) as a filled step line, with the first token's
+    bar in dark grey and the ``top`` largest after it in orange."""
     if not maps:
         raise ValueError("maps must hold at least one attention map, e.g. {'trained': a}")
     top = int(top)
-    rows = []
+    panels = []
     for title, a in maps.items():
         a = np.asarray(a, dtype=float)
         if a.ndim != 2 or a.shape[0] != a.shape[1] or a.shape[0] < 2:
             raise ValueError(f"{title!r}: an attention map is square (query × key), got {a.shape}")
-        rows.append((title, a))
-    fig = Figure(figsize=(9.6, 3.4 * len(rows)), layout="constrained")
-    axes = fig.subplots(len(rows), 2, width_ratios=(1, 1.35), squeeze=False)
-    for (title, a), (left, right) in zip(rows, axes, strict=True):
+        panels.append((title, a))
+    fig = Figure(figsize=(4.4 * len(panels), 5.2), layout="constrained")
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    for (title, a), ax in zip(panels, axes, strict=True):
         n = a.shape[0]
+        strip = 0.3 * n  # the column sums' height, in rows of the map
         shown = np.ma.masked_where(np.triu(np.ones_like(a, dtype=bool), k=1), a)
-        left.imshow(
+        ax.imshow(
             np.clip(shown, _FLOOR, 1.0),
             norm=LogNorm(_FLOOR, 1.0),
             cmap="viridis_r",
             interpolation="nearest",
-            aspect="equal",
+            extent=(-0.5, n - 0.5, n - 0.5, -0.5),
         )
-        left.set_title(title, fontsize=fontsize)
-        left.set_xlabel("key position", fontsize=fontsize)
-        left.set_ylabel("query position", fontsize=fontsize)
         sums = a.sum(axis=0)
-        colors = ["0.6"] * n
-        colors[0] = "0.2"
-        for i in (np.argsort(-sums[1:], kind="stable")[:top] + 1).tolist():
-            colors[i] = ORANGE
-        right.bar(range(n), sums, width=1.0, color=colors)
-        right.set_xlim(-0.5, n - 0.5)
-        right.set_xlabel("key position", fontsize=fontsize)
-        right.set_ylabel("accumulated attention", fontsize=fontsize)
-        right.set_title(f"{title}: column sums", fontsize=fontsize)
-        right.grid(axis="y", alpha=0.3)
-        despine(right)
-        for ax in (left, right):
-            ax.tick_params(labelsize=fontsize - 1)
+        height = sums / sums.max() * strip
+        base = -1.5  # just above the map's first row
+        edges = np.arange(n + 1) - 0.5
+        ax.stairs(base - height, edges, baseline=base, fill=True, color="0.6")
+        marked = (np.argsort(-sums[1:], kind="stable")[:top] + 1).tolist()
+        ax.bar(0, -height[0], bottom=base, width=1.0, color="0.2")
+        ax.bar(marked, -height[marked], bottom=base, width=1.0, color=ORANGE)
+        ax.text(
+            n - 1,
+            base - strip,
+            "accumulated attention",
+            ha="right",
+            va="top",
+            fontsize=fontsize - 1.5,
+            color="0.3",
+        )
+        ax.set_ylim(n - 0.5, base - strip - 0.08 * n)
+        ax.set_xlim(-0.5, n - 0.5)
+        ax.set_yticks([t for t in ax.get_xticks() if 0 <= t < n])
+        ax.set_title(title, fontsize=fontsize)
+        ax.set_xlabel("key position", fontsize=fontsize)
+        ax.set_ylabel("query position", fontsize=fontsize)
+        ax.tick_params(labelsize=fontsize - 1)
+        despine(ax)
     return fig
 
 
