@@ -1,6 +1,6 @@
 """Train the tiny transformer on the book's own prose and write kvcourse's trained weights.
 
-    python bench/train_tiny_model.py            # the shipped run (one CPU thread; 13 min on a busy 2-core machine)
+    python bench/train_tiny_model.py   # the shipped run (one thread; 13 min on a busy 2-core box)
     python bench/train_tiny_model.py --steps 20 --out /tmp/tiny   # a quick try elsewhere
 
 The corpus is the English prose of every book/*.md page: front matter, code cells, directive
