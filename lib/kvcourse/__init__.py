@@ -16,8 +16,10 @@ It is a stack of layers; a module imports only from its own layer or the ones be
 * :mod:`kvcourse.kv`: the K and V tensors behind those ids (contiguous, paged, sharing caches);
 * :mod:`kvcourse.attention`: contiguous and blockwise attention, the Triton paged decode kernel
   and the backend that picks how it runs;
-* :mod:`kvcourse.model`: a seeded tiny transformer that runs on any KV cache;
-* :mod:`kvcourse.generation`: parallel sampling and beam search on shared blocks;
+* :mod:`kvcourse.model`: a seeded tiny transformer that runs on any KV cache, and
+  :mod:`kvcourse.trained_model`: the same model with weights trained on the book's prose;
+* :mod:`kvcourse.generation`: parallel sampling and beam search on shared blocks, and token
+  eviction (H2O, sinks + window) on the tiny transformer;
 * :mod:`kvcourse.serving`: the iteration cost model, memory schemes, the serving loop and the 2023
   vLLM paper's preemption (and vLLM v1's memory beside it), and the simulations of §3, §6 and §7;
 * :mod:`kvcourse.cluster`: Mooncake's side (§8.4 to §9): a cluster-wide prefix cache replayed over

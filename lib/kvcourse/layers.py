@@ -32,7 +32,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("block bookkeeping", ("blocks",)),
     ("KV tensors", ("kv",)),
     ("attention", ("attention",)),
-    ("model", ("model",)),
+    ("model", ("model", "trained_model")),
     ("generation", ("generation",)),
     ("serving", ("serving",)),
     ("cluster", ("cluster",)),

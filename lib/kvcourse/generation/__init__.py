@@ -19,6 +19,11 @@ With K and V (the tiny transformer; outputs must not depend on sharing):
 * :mod:`kvcourse.generation.beam_decoding`: real beam search under both schemes;
 * :mod:`kvcourse.generation.sampling_decoding`: parallel sampling under both schemes;
 * :mod:`kvcourse.generation.prefix_reuse`: few-shot prompts through a prefix cache, Ex 7 (§8.3).
+
+Token eviction (§10, the course's own beyond the lecture):
+
+* :mod:`kvcourse.generation.token_eviction`: H2O's heavy hitters and sinks + window on the tiny
+  transformer, against the full cache.
 """
 
 from __future__ import annotations
@@ -52,9 +57,22 @@ from kvcourse.generation.sampling_counts import (
     parallel_sampling_sweep,
 )
 from kvcourse.generation.sampling_decoding import SamplingRun, sample_in_parallel
+from kvcourse.generation.token_eviction import (
+    AttentionShares,
+    EvictionPoint,
+    EvictionRun,
+    attention_map,
+    attention_shares,
+    evicted_decode,
+    eviction_sweep,
+    h2o_kept,
+    h2o_victim,
+)
 
 __all__ = [
     "Beam",
+    "EvictionPoint",
+    "EvictionRun",
     "BeamComparison",
     "BeamCopyReport",
     "BeamSearchRun",
@@ -63,14 +81,21 @@ __all__ = [
     "SamplingRun",
     "PrefixReuseReport",
     "SharedPrefixReport",
+    "AttentionShares",
+    "attention_map",
+    "attention_shares",
     "beam_search",
     "compare_beam_search",
     "copy_sequence",
     "ex7_saved_share",
+    "evicted_decode",
+    "eviction_sweep",
     "expected_cow_count",
     "few_shot_prefix_reuse",
     "few_shot_saved_shares",
     "full_copy_tokens",
+    "h2o_kept",
+    "h2o_victim",
     "parallel_sampling",
     "parallel_sampling_sweep",
     "random_parent_choices",

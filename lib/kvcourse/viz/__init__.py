@@ -31,7 +31,8 @@
   :mod:`kvcourse.viz.conductor` (the Conductor's placements compared),
   :mod:`kvcourse.viz.overload` (rejection rules and the two pools' loads);
 * §10, other ways to make KV cheaper: :mod:`kvcourse.viz.kv_formats` (memory of a sink + window
-  rule against length, and the blocks it keeps);
+  rule against length, and the blocks it keeps), :mod:`kvcourse.viz.token_eviction` (attention
+  maps of the trained and the random tiny model; H2O and sinks + window against the budget);
 * :mod:`kvcourse.viz.widgets`: JupyterLab steppers; :mod:`kvcourse.viz.tables`: computed tables
   for the pages (§7's latency against rate among them);
 * every figure on a phone: :mod:`kvcourse.viz.phone` (a figure's phone rendering: plots
@@ -171,6 +172,7 @@ from kvcourse.viz.tables import (
     latency_table,
     markdown_table,
 )
+from kvcourse.viz.token_eviction import attention_map_figure, eviction_plot
 from kvcourse.viz.widgets import (
     BlockTableStepper,
     block_table_stepper,
@@ -178,6 +180,8 @@ from kvcourse.viz.widgets import (
 )
 
 __all__ = [
+    "attention_map_figure",
+    "eviction_plot",
     "LANE_COLORS",
     "metrics_dashboard",
     "LANE_LABELS",
