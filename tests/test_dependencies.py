@@ -17,9 +17,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The project's own modules: its packages, the tests' helpers and the book's Sphinx extensions.
-OWN = {"kvcourse", "kvcourse_grader", "grading_course", "postgres_server", "conftest"} | {
-    extension.stem for extension in (ROOT / "book" / "_ext").glob("*.py")
-}
+OWN = {
+    "kvcourse",
+    "kvcourse_grader",
+    "grading_course",
+    "postgres_server",
+    "conftest",
+    "book_pages",
+} | {extension.stem for extension in (ROOT / "book" / "_ext").glob("*.py")}
 
 
 def _name(requirement: str) -> str:

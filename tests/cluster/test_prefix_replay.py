@@ -208,7 +208,8 @@ def reference_replay(trace, capacity, eviction, tail_first=True):
 
 def plain_block_lru(trace, capacity):
     """LRU over the trace's blocks one at a time, counting each request's leading run of hits:
-    what the module says its head-first LRU replay equals when no request is longer than the cache."""
+    what the module says its head-first LRU replay equals when no request is longer than the
+    cache."""
     cache, hits = [], []
     for blocks in trace:
         run, hit = True, 0
