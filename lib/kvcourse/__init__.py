@@ -6,11 +6,13 @@ It is a stack of layers; a module imports only from its own layer or the ones be
 * foundations: :mod:`kvcourse.specs` (model and GPU specifications), :mod:`kvcourse.sizing` (KV
   bytes, capacity, FLOPs), :mod:`kvcourse.kv_formats` (§10: KV bytes under other attention
   layouts and number formats, sink + window eviction), :mod:`kvcourse.workloads` (seeded request
-  streams),
+  streams), :mod:`kvcourse.token_workloads` (seeded request streams with token ids, for
+  comparing prefix caches token by token),
   :mod:`kvcourse.traces` (Mooncake's request traces with prefix-block ids, and a generator),
   :mod:`kvcourse.os_paging` (§2's toy page table) and the shared argument checks;
 * :mod:`kvcourse.blocks`: block bookkeeping with no tensors: the block pool, block tables, sharing
-  with copy-on-write, the buddy allocator;
+  with copy-on-write, the buddy allocator, the
+  block-aligned prefix cache and the token-granular radix tree beside it;
 * :mod:`kvcourse.kv`: the K and V tensors behind those ids (contiguous, paged, sharing caches);
 * :mod:`kvcourse.attention`: contiguous and blockwise attention, the Triton paged decode kernel
   and the backend that picks how it runs;

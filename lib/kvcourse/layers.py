@@ -17,7 +17,17 @@ from pathlib import Path
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
         "foundations",
-        ("_checks", "layers", "specs", "sizing", "kv_formats", "workloads", "traces", "os_paging"),
+        (
+            "_checks",
+            "layers",
+            "specs",
+            "sizing",
+            "kv_formats",
+            "workloads",
+            "token_workloads",
+            "traces",
+            "os_paging",
+        ),
     ),
     ("block bookkeeping", ("blocks",)),
     ("KV tensors", ("kv",)),

@@ -10,7 +10,7 @@ import pytest
 from IPython.core.pylabtools import print_figure
 from matplotlib.figure import Figure
 
-from kvcourse.blocks import WALKTHROUGH_REQUESTS, buddy_walkthrough
+from kvcourse.blocks import WALKTHROUGH_REQUESTS, RadixCache, buddy_walkthrough
 from kvcourse.os_paging import AddressSpace, PhysicalMemory
 from kvcourse.viz import (
     PREEMPTION_DEMO,
@@ -29,6 +29,7 @@ from kvcourse.viz import (
     phone_figure,
     preemption_frames,
     preemption_frames_figure,
+    radix_tree_figure,
     shared_prefix_frame,
     sharing_frames_figure,
 )
@@ -151,6 +152,17 @@ def test_mooncake_architecture_stacks_the_pools(num_prefill, num_decode):
         )
     }
     assert list(y) == sorted(y, key=y.get, reverse=True)
+
+
+def test_radix_tree_snapshots_stack_as_outlines():
+    cache = RadixCache(32)
+    cache.insert([5, 8, 2, 9, 4, 7, 3])
+    cache.acquire("B", [5, 8, 2, 9, 4, 1, 1])
+    first = cache.tree()
+    cache.release("B", [5, 8, 2, 9, 4, 1, 1, 0, 2])
+    cache.insert([5, 8, 2, 9, 4, 1, 1, 6, 6, 6, 6, 6, 6, 6, 6])
+    snaps = [("1 · split", first), ("2 · three leaves", cache.tree())]
+    check(radix_tree_figure(snaps), radix_tree_figure(snaps, phone=True))
 
 
 def test_phone_false_is_the_desktop_drawing():

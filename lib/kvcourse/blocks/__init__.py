@@ -12,6 +12,10 @@ No K or V lives here, and nothing imports torch: :mod:`kvcourse.kv` puts tensors
   one block per hash (the course's) or every copy (vLLM v1's);
 * :mod:`kvcourse.blocks.prefix_cache`: automatic prefix caching on the pool: look up, take, name
   and give back a request's blocks (§8.3);
+* :mod:`kvcourse.blocks.radix_cache`: a token-granular prefix cache, the radix tree of SGLang's
+  RadixAttention, over a pool of KV slots (the page *Beyond block prefixes*);
+* :mod:`kvcourse.blocks.token_replay`: one replay of a token workload for any prefix cache, and
+  the block-aligned cache behind the radix tree's interface;
 * :mod:`kvcourse.blocks.table`: one sequence's block table, logical → physical (§4.1);
 * :mod:`kvcourse.blocks.sharing`: fork, append with copy-on-write, free (§5);
 * :mod:`kvcourse.blocks.buddy`: a buddy allocator for contiguous KV regions (§3);
@@ -54,6 +58,7 @@ from kvcourse.blocks.pool import (
     as_index,
 )
 from kvcourse.blocks.prefix_cache import PrefixAllocation, PrefixCache, PrefixMatch
+from kvcourse.blocks.radix_cache import RadixCache, RadixNodeView
 from kvcourse.blocks.sharing import (
     CopyOnWrite,
     ForkAppendFree,
@@ -63,6 +68,12 @@ from kvcourse.blocks.sharing import (
 from kvcourse.blocks.table import (
     BlockTable,
     BlockTableEntry,
+)
+from kvcourse.blocks.token_replay import (
+    BlockPrefixAdapter,
+    TokenPrefixCache,
+    TokenReplay,
+    replay_tokens,
 )
 
 __all__ = [
@@ -81,6 +92,12 @@ __all__ = [
     "PrefixAllocation",
     "PrefixCache",
     "PrefixMatch",
+    "RadixCache",
+    "RadixNodeView",
+    "BlockPrefixAdapter",
+    "TokenPrefixCache",
+    "TokenReplay",
+    "replay_tokens",
     "BlockTable",
     "BlockTableEntry",
     "CopyOnWrite",

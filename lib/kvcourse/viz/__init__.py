@@ -23,6 +23,8 @@
   capacity);
 * Reading vLLM v1: :mod:`kvcourse.viz.metrics_dashboard` (vLLM's metrics of simulated runs as
   a dashboard);
+* Beyond block prefixes: :mod:`kvcourse.viz.radix_tree` (a radix tree of cached tokens step by
+  step; hit rate against capacity, block-aligned against radix);
 * §9, Mooncake: :mod:`kvcourse.viz.mooncake_architecture` (the architecture, drawn from the
   pieces of :mod:`kvcourse.viz.mooncake_pieces`),
   :mod:`kvcourse.viz.mooncake_timelines` (layer-wise prefill and chunked pipeline timelines),
@@ -140,6 +142,7 @@ from kvcourse.viz.preemption_frames import (
     preemption_frames,
 )
 from kvcourse.viz.prefix_cache import chained_hash_figure, hit_rate_plot
+from kvcourse.viz.radix_tree import DESIGN_STYLES, radix_hit_rate_plot, radix_tree_figure
 from kvcourse.viz.sharing import (
     SharingArtists,
     draw_sharing_frame,
@@ -188,6 +191,9 @@ __all__ = [
     "ttft_load_plot",
     "chained_hash_figure",
     "hit_rate_plot",
+    "DESIGN_STYLES",
+    "radix_hit_rate_plot",
+    "radix_tree_figure",
     # §2
     "PageTableArtists",
     "draw_page_tables",
