@@ -215,13 +215,11 @@ def radix_hit_rate_plot(
         despine(ax)
     for ax in axes.flat[n:]:
         ax.set_visible(False)
-    for ax in axes[-1]:
-        ax.set_xlabel("capacity (× distinct tokens)" if cols > 1 else xlabel, fontsize=fontsize - 1)
-    for ax in axes[:, 0]:
-        ax.set_ylabel("hit rate (tokens)", fontsize=fontsize - 1)
+    fig.supxlabel(xlabel, fontsize=fontsize - 1)
+    fig.supylabel("hit rate (share of prompt tokens)", fontsize=fontsize - 1)
     fig.legend(
         handles=list(handles.values()),
-        loc="outside lower center",
+        loc="outside upper center",
         ncols=len(handles),
         frameon=False,
         fontsize=fontsize - 1.5,
