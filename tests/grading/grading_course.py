@@ -183,6 +183,22 @@ SPECIFIC = {
         partial_message="Ex 8a: kv_bytes_per_token(80, 8, 128, 2): expected 327680",
         hostile_flags=("defines __eq__", "sys.displayhook", "set_custom_exc"),
     ),
+    "a7_radix_cache": Specific(
+        points=(10, 10),
+        # The reference radix tree (blocks), only to switch it off while student code runs; the
+        # visible cells' helpers (kvcourse.assignment_checks).
+        library=("blocks", "assignment_checks"),
+        hidden_literals=(
+            "[0, 1, 2, 5, 6]",
+            "((6, 6), (0, 1), 2)",
+            "((1, 1), (6, 7), 0)",
+            "(1, [[2, 3], [8], [4]])",
+        ),
+        # the failing check's message: the split left the old node's children on the upper part
+        partial_message="after insert([1, 3]): expected the edges (tokens, slots, refs) = "
+        "[((1,), (0,), 0)",
+        hostile_flags=("defines __eq__", "sys.displayhook", "set_custom_exc"),
+    ),
 }
 
 

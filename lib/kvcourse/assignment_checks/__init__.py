@@ -20,7 +20,9 @@ checks it makes.
   a student's scheduler with one of its hooks beside the library's others;
 * :mod:`kvcourse.assignment_checks.prefix_cache`: a5's prefix cache read as plain values (the
   blocks it holds, its len and evictions) against the worked answers;
-* :mod:`kvcourse.assignment_checks.conductor`: a6's Conductor decisions as plain values.
+* :mod:`kvcourse.assignment_checks.conductor`: a6's Conductor decisions as plain values;
+* :mod:`kvcourse.assignment_checks.radix_cache`: a7's radix tree read edge by edge as plain values
+  (tokens, slots, references), and a tree planted by hand for the lookup's tests.
 
 The per-assignment modules take the expected values from the cell that calls them, so a visible
 cell keeps the worked answers and hints in sight and leaves the repeated wrapping here.
