@@ -40,7 +40,13 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "lib"))
 
 from kvcourse.model import TinyConfig, TinyTransformer  # noqa: E402
-from kvcourse.trained_model import BOS, WEIGHT_NAMES, encode, text_loss  # noqa: E402
+from kvcourse.trained_model import (  # noqa: E402
+    BOS,
+    WEIGHT_NAMES,
+    encode,
+    layer_weight_shapes,
+    text_loss,
+)
 
 HELD_OUT = "12_summary.md"
 CONFIG = TinyConfig(
@@ -96,16 +102,7 @@ def init_weights(c: TinyConfig, gen: torch.Generator) -> dict[str, torch.Tensor]
     def w(fan_in: int, *shape: int) -> torch.Tensor:
         return (torch.randn(*shape, generator=gen) / math.sqrt(fan_in)).requires_grad_()
 
-    q_w, kv_w = c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim
-    shapes = {
-        "wq": (c.d_model, q_w),
-        "wk": (c.d_model, kv_w),
-        "wv": (c.d_model, kv_w),
-        "wo": (q_w, c.d_model),
-        "w_gate": (c.d_model, c.ffn_size),
-        "w_up": (c.d_model, c.ffn_size),
-        "w_down": (c.ffn_size, c.d_model),
-    }
+    shapes = layer_weight_shapes(c)
     weights = {"embed": (torch.randn(c.vocab_size, c.d_model, generator=gen)).requires_grad_()}
     for i in range(c.num_layers):
         for n in WEIGHT_NAMES:

@@ -44,6 +44,7 @@ __all__ = [
     "encode",
     "greedy_continue",
     "heldout_loss",
+    "layer_weight_shapes",
     "heldout_text",
     "load_record",
     "text_loss",
@@ -77,6 +78,21 @@ _REPLACE = {
     "√": "sqrt",
 }
 _FOLDER = "data/tiny_model"
+
+
+def layer_weight_shapes(c: TinyConfig) -> dict[str, tuple[int, int]]:
+    """The shape of each of a layer's matrices (:data:`WEIGHT_NAMES`) for the model ``c``: the
+    query and output projections span every query head, the key and value ones the KV heads."""
+    q_width, kv_width = c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim
+    return {
+        "wq": (c.d_model, q_width),
+        "wk": (c.d_model, kv_width),
+        "wv": (c.d_model, kv_width),
+        "wo": (q_width, c.d_model),
+        "w_gate": (c.d_model, c.ffn_size),
+        "w_up": (c.d_model, c.ffn_size),
+        "w_down": (c.ffn_size, c.d_model),
+    }
 
 
 def encode(text: str) -> list[int]:
@@ -150,16 +166,7 @@ def trained_tiny_model() -> TinyTransformer:
         raise ValueError("weights.npz does not match record.json's SHA-256; reinstall kvcourse")
     config = TinyConfig(**record["config"])
     c = config
-    q_width, kv_width = c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim
-    shapes = {
-        "wq": (c.d_model, q_width),
-        "wk": (c.d_model, kv_width),
-        "wv": (c.d_model, kv_width),
-        "wo": (q_width, c.d_model),
-        "w_gate": (c.d_model, c.ffn_size),
-        "w_up": (c.d_model, c.ffn_size),
-        "w_down": (c.ffn_size, c.d_model),
-    }
+    shapes = layer_weight_shapes(c)
     with np.load(io.BytesIO(data), allow_pickle=False) as arrays:
         model = TinyTransformer(config)
         model.embed = _check_array(arrays, "embed", (c.vocab_size, c.d_model))
