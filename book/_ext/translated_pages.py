@@ -1,0 +1,163 @@
+"""The Chinese edition: Sphinx's gettext translation made to work on the book's MyST-NB pages.
+
+The English pages are the source; the Chinese text lives in ``locale/zh_CN/LC_MESSAGES/<page>.po``
+(one catalog per page, managed with sphinx-intl; ``book/editions.py`` builds both editions). This
+extension does four things, none of which Sphinx or MyST-NB does on its own:
+
+1. **Translated paragraphs parse as MyST.** Sphinx parses each translated message with the page's
+   own parser; for a MyST-NB page that parser expects a whole notebook (MyST-NB issue #587). A
+   translated message is parsed as plain MyST instead, with the page's executed outputs at hand,
+   so a ``{glue:text}`` role in a Chinese sentence shows the same computed number as in English.
+2. **Computed output is not prose.** Text that a code cell printed (tables, Markdown) comes from
+   the execution, identical in both editions; it never enters a catalog, so a changed number can
+   never leave a stale translation behind.
+3. **An untranslated paragraph is a build warning** (an error under ``-W``) naming the page and the
+   line, as is a catalog entry that no longer matches its English source.
+4. **Every page links to its counterpart** in the other edition, at the top of the article, and
+   tells search engines about it (``<link rel="alternate" hreflang>``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from docutils import nodes
+from docutils.transforms import Transform
+from myst_nb.sphinx_ import Parser as NotebookParser
+from myst_parser.parsers.sphinx_ import MystParser
+from sphinx.application import Sphinx
+from sphinx.locale import init as init_locale
+from sphinx.util import logging
+from sphinx.util.i18n import docname_to_domain
+from sphinx.util.nodes import extract_messages
+
+LOGGER = logging.getLogger(__name__)
+SOURCE_LANGUAGE = "en"
+# Where each edition lives relative to the other (the Chinese one in a ``zh/`` folder of the site).
+COUNTERPART = {
+    "en": ("zh/", "zh-CN", "中文版"),
+    "zh_CN": ("../", "en", "English edition"),
+}
+# The executed outputs of the page being read, by docname, kept from the end of MyST-NB's parse
+# until the translation step has run (MyST-NB drops them at the end of its parse).
+_PAGE_RENDERERS: dict[str, Any] = {}
+_KEY = "nb_renderer"
+
+
+class _KeepRenderer(dict):
+    """A page's attributes while MyST-NB parses it: remembers the renderer MyST-NB removes."""
+
+    kept: Any = None
+
+    def pop(self, key, *default):
+        value = super().pop(key, *default)
+        if key == _KEY:
+            self.kept = value
+        return value
+
+
+class TranslatableNotebookParser(NotebookParser):
+    """MyST-NB's parser, plus plain MyST with the page's outputs for translated messages."""
+
+    def parse(self, inputstring: str, document: nodes.document) -> None:
+        env = document.settings.env
+        if str(document.get("source", "")).endswith(":<translated>"):
+            document[_KEY] = _PAGE_RENDERERS.get(env.docname)
+            try:
+                MystParser.parse(self, inputstring, document)
+            finally:
+                document.attributes.pop(_KEY, None)
+            return
+        keeper = _KeepRenderer(document.attributes)
+        document.attributes = keeper
+        try:
+            super().parse(inputstring, document)
+        finally:
+            document.attributes = dict(keeper)
+        if keeper.kept is not None and env.config.language != SOURCE_LANGUAGE:
+            _PAGE_RENDERERS[env.docname] = keeper.kept
+
+
+class ComputedTextIsNotProse(Transform):
+    """Marks text inside a code cell's output as untranslatable (before Sphinx translates)."""
+
+    default_priority = 15  # Sphinx's Locale transform runs at 20
+
+    def apply(self, **kwargs: Any) -> None:
+        for container in self.document.findall(nodes.container):
+            if container.get("nb_element") in ("cell_code_output", "cell_code_source"):
+                for node in container.findall(nodes.TextElement):
+                    node["translatable"] = False
+
+
+class UntranslatedIsAWarning(Transform):
+    """In a translated edition, warns about every paragraph its catalog does not translate."""
+
+    default_priority = 25
+
+    def apply(self, **kwargs: Any) -> None:
+        env = self.document.settings.env
+        config = env.config
+        _PAGE_RENDERERS.pop(env.docname, None)
+        if config.language == SOURCE_LANGUAGE:
+            return
+        domain = docname_to_domain(env.docname, config.gettext_compact)
+        dirs = [f"{env.srcdir}/{d}" for d in config.locale_dirs]
+        catalog, found = init_locale(dirs, config.language, domain)
+        where = f"locale/{config.language}/LC_MESSAGES/{domain}.po"
+        if not found:
+            missing = "no translation of this page: %s is missing"
+            LOGGER.warning(missing, where, location=env.docname)
+            return
+        entries = getattr(catalog, "_catalog", {})
+        translations = {value for key, value in entries.items() if key}
+        for node, message in extract_messages(self.document):
+            if node.get("translated") or message in translations:
+                continue
+            if any(isinstance(up, nodes.docinfo) for up in _ancestors(node)):
+                continue  # the page's front matter, which Sphinx removes from the page
+            if entries.get(message) == message:  # deliberately the same in both (a name, a formula)
+                continue
+            LOGGER.warning(
+                "untranslated (new, changed or fuzzy in %s; run `make translations` and translate "
+                "it): %r",
+                where,
+                message[:120],
+                location=node,
+                type="i18n",
+                subtype="untranslated",
+            )
+
+
+def _ancestors(node: nodes.Node):
+    while node.parent is not None:
+        node = node.parent
+        yield node
+
+
+def _link_counterpart(app: Sphinx, pagename: str, template: str, context: dict, doctree) -> None:
+    """Puts a link to the same page in the other edition at the top of every page."""
+    if doctree is None:
+        return
+    language = app.config.language
+    if language not in COUNTERPART:
+        return
+    prefix, hreflang, label = COUNTERPART[language]
+    root = "../" * pagename.count("/")
+    url = f"{root}{prefix}{pagename}.html"
+    switch = (
+        f'<p class="edition-switch"><a href="{url}" hreflang="{hreflang}" lang="{hreflang}">'
+        f"{label}</a></p>\n"
+    )
+    context["body"] = switch + context.get("body", "")
+    context["metatags"] = (
+        context.get("metatags", "") + f'<link rel="alternate" hreflang="{hreflang}" href="{url}">\n'
+    )
+
+
+def setup(app: Sphinx) -> dict[str, Any]:
+    app.add_source_parser(TranslatableNotebookParser, override=True)
+    app.add_transform(ComputedTextIsNotProse)
+    app.add_transform(UntranslatedIsAWarning)
+    app.connect("html-page-context", _link_counterpart)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,0 +1,112 @@
+"""Build the book's two editions, or refresh the Chinese edition's catalogs.
+
+The English pages are the source. The Chinese edition is the same pages, executed once (both
+editions read the same execution cache), with each paragraph replaced by its translation from
+``locale/zh_CN/LC_MESSAGES/<page>.po`` (gettext catalogs, managed with sphinx-intl).
+
+    python book/editions.py build [--path-output DIR]   # DIR/_build/html and DIR/_build/html/zh
+    python book/editions.py catalogs                     # after editing English: update the .po
+
+``make book`` and ``make translations`` call these; the tests build with ``--path-output``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+LANGUAGE = "zh_CN"
+LOCALE = ROOT / "locale"
+CHINESE_TITLE = "KV 缓存管理：PagedAttention 与 Mooncake"
+
+
+def edition_config(build: Path, language: str, title: str | None = None) -> Path:
+    """Write the book's ``_config.yml`` for one edition under ``build``; return its path.
+
+    Only the language (and the title) change, and the execution cache is the English build's, so
+    no page runs twice."""
+    config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+    config["execute"]["cache"] = str(build / ".jupyter_cache")
+    # Paths in the book's configuration are relative to the book, not to this copy of it.
+    extensions = config["sphinx"]["local_extensions"]
+    config["sphinx"]["local_extensions"] = {name: str(ROOT / p) for name, p in extensions.items()}
+    config["html"]["favicon"] = str(ROOT / config["html"]["favicon"])
+    config["sphinx"]["config"]["language"] = language
+    if title:
+        config["title"] = title
+    target = build / f"config-{language}" / "_config.yml"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(yaml.safe_dump(config, allow_unicode=True, sort_keys=False), encoding="utf-8")
+    return target
+
+
+def _jupyter_book(*args: str) -> None:
+    """Run ``jupyter-book build`` on the book; stop with its exit status if it fails."""
+    command = [str(BIN / "jupyter-book"), "build", str(ROOT), *args]
+    result = subprocess.run(command, cwd=ROOT)
+    if result.returncode != 0:
+        sys.exit(f"{' '.join(command)} failed (exit {result.returncode})")
+
+
+def build(output: Path) -> None:
+    """Build English into ``output/_build/html`` and Chinese into its ``zh/`` folder."""
+    build_dir = output / "_build"
+    strict = ["-W", "-n", "--keep-going"]
+    start = time.perf_counter()
+    _jupyter_book("--path-output", str(output), *strict)
+    english = time.perf_counter() - start
+
+    config = edition_config(build_dir, LANGUAGE, CHINESE_TITLE)
+    chinese_root = build_dir / "zh"
+    start = time.perf_counter()
+    _jupyter_book("--config", str(config), "--path-output", str(chinese_root), *strict)
+    target = build_dir / "html" / "zh"
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(chinese_root / "_build" / "html", target)
+    chinese = time.perf_counter() - start
+    print(f"editions: English {english:.0f} s, Chinese {chinese:.0f} s more -> {target}")
+
+
+def catalogs(output: Path) -> None:
+    """Extract every page's messages and merge them into ``locale/zh_CN`` (new ones untranslated,
+    changed ones fuzzy): the step after any edit of an English page."""
+    build_dir = output / "_build"
+    config = edition_config(build_dir, "en")
+    extract_root = build_dir / "messages"
+    _jupyter_book(
+        "--config",
+        str(config),
+        "--path-output",
+        str(extract_root),
+        "--builder",
+        "custom",
+        "--custom-builder",
+        "gettext",
+    )
+    pot = extract_root / "_build" / "gettext"
+    command = [str(BIN / "sphinx-intl"), "update", "-p", str(pot), "-l", LANGUAGE]
+    command += ["-d", str(LOCALE), "--line-width", "-1", "--no-obsolete"]
+    subprocess.run(command, check=True, cwd=ROOT)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("command", choices=["build", "catalogs"])
+    parser.add_argument(
+        "--path-output", type=Path, default=ROOT, help="where _build goes (default: the book)"
+    )
+    args = parser.parse_args(argv)
+    output = args.path_output.resolve()
+    {"build": build, "catalogs": catalogs}[args.command](output)
+
+
+if __name__ == "__main__":
+    main()
