@@ -14,10 +14,12 @@ ASSIGNMENT ?=
 WORKERS ?=
 OUT ?=
 
-.PHONY: help venv lock system-packages book test test-fast lint format lab release bundle collect autograde feedback export clean
+.PHONY: help venv lock system-packages book translations test test-fast lint format lab release bundle collect autograde feedback export clean
 
 help:
-	@echo "make book            build the book into _build/html (creates .venv on first use)"
+	@echo "make book            build the book into _build/html, its Chinese edition into _build/html/zh"
+	@echo "                     (creates .venv on first use)"
+	@echo "make translations    after editing an English page: update the Chinese catalogs under locale/"
 	@echo "make test            lint, check formatting, run every test (library, assignments, book, browser)"
 	@echo "make test-fast       lint, doctests and the tests not marked slow (no book build, nbgrader,"
 	@echo "                     Triton interpreter or browser)"
@@ -94,8 +96,14 @@ book: venv
 	@mkdir -p _build
 	@if [ "$$(cat _build/.inputs-hash 2>/dev/null)" != "$(INPUTS_HASH)" ]; then \
 		rm -rf _build/.jupyter_cache && echo "the library or what a page reads changed: pages will re-execute"; fi
-	$(BIN)/jupyter-book build . -W -n --keep-going
+	$(BIN)/python book/editions.py build
 	@echo "$(INPUTS_HASH)" > _build/.inputs-hash
+
+# After editing an English page: extract its messages and merge them into the Chinese catalogs
+# (locale/zh_CN/LC_MESSAGES/<page>.po); new entries are empty and changed ones fuzzy until
+# translated, and `make book` fails until they are.
+translations: venv
+	$(BIN)/python book/editions.py catalogs
 
 lint: venv
 	$(BIN)/ruff check .

@@ -19,6 +19,9 @@ CJK = re.compile(r"[\u3400-\u9fff]")
 
 # What a translation must carry over from its English source.
 GLUE = re.compile(r"\{glue(?::\w+)?\}`[^`]*`")
+# A page glues ``key_zh`` beside ``key`` where the value itself has words (``1, 4 and 7``): the
+# Chinese uses that one, and it counts as the same value.
+ZH_VARIANT = re.compile(r"_zh(?=[:`])")
 ROLE = re.compile(r"\{([\w:-]+)\}`([^`]*)`")
 TARGET = re.compile(r"^(.*?)\s*<([^<>]+)>$", re.S)
 LINK = re.compile(r"(?<!\!)\[[^\]]*\]\(([^)\s]+)\)")
@@ -57,7 +60,7 @@ def carried(text: str) -> dict[str, Counter]:
     """Everything in a message that its translation must keep exactly, by kind."""
     without_roles = ROLE.sub("", text)
     return {
-        "glued value": Counter(GLUE.findall(text)),
+        "glued value": Counter(ZH_VARIANT.sub("", g) for g in GLUE.findall(text)),
         "reference": role_targets(text),
         "link": Counter(LINK.findall(without_roles)),
         "footnote": Counter(FOOTNOTE.findall(without_roles)),

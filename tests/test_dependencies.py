@@ -24,6 +24,7 @@ OWN = {
     "postgres_server",
     "conftest",
     "book_pages",
+    "catalogs",
 } | {extension.stem for extension in (ROOT / "book" / "_ext").glob("*.py")}
 
 

@@ -114,8 +114,8 @@ class UntranslatedIsAWarning(Transform):
         for node, message in extract_messages(self.document):
             if node.get("translated") or message in translations:
                 continue
-            if any(isinstance(up, nodes.docinfo) for up in _ancestors(node)):
-                continue  # the page's front matter, which Sphinx removes from the page
+            if any(_is_front_matter(up, self.document) for up in _ancestors(node)):
+                continue  # the page's front matter (metadata, not shown)
             if entries.get(message) == message:  # deliberately the same in both (a name, a formula)
                 continue
             LOGGER.warning(
@@ -133,6 +133,12 @@ def _ancestors(node: nodes.Node):
     while node.parent is not None:
         node = node.parent
         yield node
+
+
+def _is_front_matter(node: nodes.Node, document: nodes.document) -> bool:
+    """MyST turns a page's front matter into a field list at the top of the document (docutils
+    makes it the page's docinfo later, after translation)."""
+    return isinstance(node, (nodes.docinfo, nodes.field_list)) and node.parent is document
 
 
 def _link_counterpart(app: Sphinx, pagename: str, template: str, context: dict, doctree) -> None:
