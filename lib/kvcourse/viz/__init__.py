@@ -34,7 +34,9 @@
   rule against length, and the blocks it keeps), :mod:`kvcourse.viz.token_eviction` (attention
   maps of the trained and the random tiny model; H2O and sinks + window against the budget);
 * :mod:`kvcourse.viz.widgets`: JupyterLab steppers; :mod:`kvcourse.viz.tables`: computed tables
-  for the pages (§7's latency against rate among them);
+  for the pages (§7's latency against rate among them); :mod:`kvcourse.viz.prose`: the words a
+  page glues into its prose (``1, 4 and 7``, ``65 or 66``, ``2 to 8``), in English and in
+  Chinese for the Chinese edition;
 * every figure on a phone: :mod:`kvcourse.viz.phone` (a figure's phone rendering: plots
   restacked by themselves, diagrams drawn with ``phone=True``), :mod:`kvcourse.viz.figure_pair`
   (the desktop and phone renderings shown as one picture, ``book_figure``).
@@ -143,6 +145,7 @@ from kvcourse.viz.preemption_frames import (
     preemption_frames,
 )
 from kvcourse.viz.prefix_cache import chained_hash_figure, hit_rate_plot
+from kvcourse.viz.prose import LANGUAGES, either, listed, ordinal, span, yes_no
 from kvcourse.viz.radix_tree import DESIGN_STYLES, radix_hit_rate_plot, radix_tree_figure
 from kvcourse.viz.sharing import (
     SharingArtists,
@@ -277,6 +280,13 @@ __all__ = [
     "html_table",
     "latency_table",
     "markdown_table",
+    # the words glued into the prose, in English and Chinese
+    "LANGUAGES",
+    "either",
+    "listed",
+    "ordinal",
+    "span",
+    "yes_no",
     # §4's GPU measurements
     "KernelRun",
     "gpu_kernel_runs",
