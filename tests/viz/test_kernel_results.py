@@ -57,3 +57,15 @@ def test_the_newest_gpu_run_and_its_rows(tmp_path):
         ["64 × 4096", "ours", "123.4", "97%", "3.0e-03", "ok"],
         ["1 × 4096", "flex", "—", "—", "—", "timeout"],
     ]
+
+
+def test_the_run_is_named_in_both_editions(tmp_path):
+    write(tmp_path, "a.json", record())
+    write(tmp_path, "b.json", record(date="2026-12-02T09:00:00+00:00", driver=None))
+    first, second = gpu_kernel_runs(tmp_path)
+    assert first.label == "2026-12-01 on NVIDIA H200, driver 570.1, torch 2.11.0, triton 3.5.0"
+    assert (
+        first.label_zh == "2026-12-01 在 NVIDIA H200 上（驱动 570.1，torch 2.11.0，triton 3.5.0）"
+    )
+    assert second.label == "2026-12-02 on NVIDIA H200, torch 2.11.0, triton 3.5.0"
+    assert second.label_zh == "2026-12-02 在 NVIDIA H200 上（torch 2.11.0，triton 3.5.0）"

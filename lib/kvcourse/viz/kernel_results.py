@@ -41,6 +41,16 @@ class KernelRun:
             f"{self.date[:10]} on {self.device}{driver}, torch {self.torch}, triton {self.triton}"
         )
 
+    @property
+    def label_zh(self) -> str:
+        """:attr:`label` for the Chinese edition: ``2026-12-01 在 NVIDIA H200 上（驱动 570.1，
+        torch 2.11.0，triton 3.5.0）``."""
+        driver = f"驱动 {self.driver}，" if self.driver else ""
+        return (
+            f"{self.date[:10]} 在 {self.device} 上（{driver}torch {self.torch}，"
+            f"triton {self.triton}）"
+        )
+
 
 def _as_gpu_run(path: Path) -> KernelRun | None:
     try:
