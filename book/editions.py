@@ -26,6 +26,7 @@ BIN = Path(sys.executable).parent
 LANGUAGE = "zh_CN"
 LOCALE = ROOT / "locale"
 CHINESE_TITLE = "KV 缓存管理：PagedAttention 与 Mooncake"
+CHINESE_AUTHOR = "KV 缓存课程作者"
 # Interface words that themes and extensions take from settings rather than from a catalog (the
 # rest are in locale/zh_CN/LC_MESSAGES/sphinx.po).
 CHINESE_INTERFACE = {
@@ -50,6 +51,7 @@ def edition_config(build: Path, language: str, title: str | None = None) -> Path
     config["sphinx"]["config"]["language"] = language
     if title:
         config["title"] = title
+        config["author"] = CHINESE_AUTHOR
     if language != "en":
         config["sphinx"]["config"].update(CHINESE_INTERFACE)
         config["sphinx"]["config"]["html_theme_options"]["search_bar_text"] = "搜索本书…"

@@ -15,11 +15,14 @@ extension does four things, none of which Sphinx or MyST-NB does on its own:
    line, as is a catalog entry that no longer matches its English source.
 4. **Every page links to its counterpart** in the other edition, at the top of the article, and
    tells search engines about it (``<link rel="alternate" hreflang>``).
+5. **The interface is Chinese** in the Chinese edition: the part captions of the sidebar, and
+   the few words the themes write without a catalog (the rest are in ``sphinx.po``).
 """
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 from docutils import nodes
@@ -205,10 +208,37 @@ def _link_counterpart(app: Sphinx, pagename: str, template: str, context: dict, 
     )
 
 
+# Attributes the themes and MyST-NB write in English without a catalog, and their Chinese.
+FIXED_INTERFACE = {
+    'aria-label="Main"': 'aria-label="目录"',
+    'aria-label="Page"': 'aria-label="本页"',
+    'title="Toggle primary sidebar"': 'title="显示或隐藏目录"',
+    'title="Toggle secondary sidebar"': 'title="显示或隐藏本页目录"',
+    'aria-label="Toggle hidden content"': 'aria-label="展开或收起"',
+}
+
+
+def _translate_fixed_interface(app: Sphinx, exception: Exception | None) -> None:
+    """Replaces the interface words that no catalog reaches, in every page of a translated
+    edition (once the pages are written)."""
+    if exception is not None or app.builder.format != "html":
+        return
+    if app.config.language != "zh_CN":
+        return
+    for page in Path(app.outdir).rglob("*.html"):
+        text = page.read_text(encoding="utf-8")
+        changed = text
+        for english, chinese in FIXED_INTERFACE.items():
+            changed = changed.replace(english, chinese)
+        if changed != text:
+            page.write_text(changed, encoding="utf-8")
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
     app.add_source_parser(TranslatableNotebookParser, override=True)
     app.add_transform(ComputedTextIsNotProse)
     app.add_transform(UntranslatedIsAWarning)
     app.add_transform(TranslateTocCaptions)
     app.connect("html-page-context", _link_counterpart)
+    app.connect("build-finished", _translate_fixed_interface)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
