@@ -26,6 +26,15 @@ BIN = Path(sys.executable).parent
 LANGUAGE = "zh_CN"
 LOCALE = ROOT / "locale"
 CHINESE_TITLE = "KV 缓存管理：PagedAttention 与 Mooncake"
+CHINESE_AUTHOR = "KV 缓存课程作者"
+# Interface words that themes and extensions take from settings rather than from a catalog (the
+# rest are in locale/zh_CN/LC_MESSAGES/sphinx.po).
+CHINESE_INTERFACE = {
+    "nb_code_prompt_show": "显示代码",
+    "nb_code_prompt_hide": "隐藏代码",
+    "togglebutton_hint": "点击展开",
+    "togglebutton_hint_hide": "点击收起",
+}
 
 
 def edition_config(build: Path, language: str, title: str | None = None) -> Path:
@@ -42,6 +51,10 @@ def edition_config(build: Path, language: str, title: str | None = None) -> Path
     config["sphinx"]["config"]["language"] = language
     if title:
         config["title"] = title
+        config["author"] = CHINESE_AUTHOR
+    if language != "en":
+        config["sphinx"]["config"].update(CHINESE_INTERFACE)
+        config["sphinx"]["config"]["html_theme_options"]["search_bar_text"] = "搜索本书…"
     target = build / f"config-{language}" / "_config.yml"
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(yaml.safe_dump(config, allow_unicode=True, sort_keys=False), encoding="utf-8")

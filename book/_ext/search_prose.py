@@ -48,12 +48,17 @@ def prose_only(doctree: nodes.document) -> nodes.document:
     return copy
 
 
+#: How the glossary says "introduced in", in each edition (the Chinese one's catalog says 详见).
+INTRODUCED_IN = ("introduced in", "详见")
+
+
 def introducing_page(entry: nodes.Element, glossary: str) -> str | None:
     """The page a glossary entry names after "introduced in" (its first link there), if any."""
     after_introduced = False
     for node in entry.findall(lambda n: isinstance(n, (nodes.Text, addnodes.pending_xref))):
         if isinstance(node, nodes.Text):
-            after_introduced = after_introduced or "introduced in" in node.astext().lower()
+            text = node.astext().lower()
+            after_introduced = after_introduced or any(w in text for w in INTRODUCED_IN)
         elif after_introduced and node.get("reftype") == "doc":
             return docname_join(glossary, node["reftarget"])
     return None

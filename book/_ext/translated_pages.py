@@ -15,16 +15,21 @@ extension does four things, none of which Sphinx or MyST-NB does on its own:
    line, as is a catalog entry that no longer matches its English source.
 4. **Every page links to its counterpart** in the other edition, at the top of the article, and
    tells search engines about it (``<link rel="alternate" hreflang>``).
+5. **The interface is Chinese** in the Chinese edition: the part captions of the sidebar, and
+   the few words the themes write without a catalog (the rest are in ``sphinx.po``).
 """
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 from docutils import nodes
 from docutils.transforms import Transform
 from myst_nb.sphinx_ import Parser as NotebookParser
 from myst_parser.parsers.sphinx_ import MystParser
+from sphinx import addnodes
 from sphinx.application import Sphinx
 from sphinx.locale import init as init_locale
 from sphinx.util import logging
@@ -42,6 +47,7 @@ COUNTERPART = {
 # until the translation step has run (MyST-NB drops them at the end of its parse).
 _PAGE_RENDERERS: dict[str, Any] = {}
 _KEY = "nb_renderer"
+LEADING_BLOCK_MARKER = re.compile(r"\A(\d+|)([.)#+*-])(?=\s)")
 
 
 class _KeepRenderer(dict):
@@ -63,6 +69,9 @@ class TranslatableNotebookParser(NotebookParser):
         env = document.settings.env
         if str(document.get("source", "")).endswith(":<translated>"):
             document[_KEY] = _PAGE_RENDERERS.get(env.docname)
+            # A message is one paragraph's inline text: a heading "1. Release" must not come
+            # back as a numbered list, nor "# x" as a heading.
+            inputstring = LEADING_BLOCK_MARKER.sub(r"\1\\\2", inputstring)
             try:
                 MystParser.parse(self, inputstring, document)
             finally:
@@ -102,14 +111,12 @@ class UntranslatedIsAWarning(Transform):
         if config.language == SOURCE_LANGUAGE:
             return
         domain = docname_to_domain(env.docname, config.gettext_compact)
-        dirs = [f"{env.srcdir}/{d}" for d in config.locale_dirs]
-        catalog, found = init_locale(dirs, config.language, domain)
         where = f"locale/{config.language}/LC_MESSAGES/{domain}.po"
-        if not found:
-            missing = "no translation of this page: %s is missing"
+        entries = _catalog(env)
+        if not entries:
+            missing = "no translation of this page: %s is missing or empty"
             LOGGER.warning(missing, where, location=env.docname)
             return
-        entries = getattr(catalog, "_catalog", {})
         translations = {value for key, value in entries.items() if key}
         for node, message in extract_messages(self.document):
             if node.get("translated") or message in translations:
@@ -127,6 +134,46 @@ class UntranslatedIsAWarning(Transform):
                 type="i18n",
                 subtype="untranslated",
             )
+
+
+class TranslateTocCaptions(Transform):
+    """Translates the sidebar's part captions (``_toc.yml``), which the table-of-contents
+    extension puts into the root page only after Sphinx's translation step has run."""
+
+    default_priority = 101  # sphinx-external-toc inserts the toctrees at 100
+
+    def apply(self, **kwargs: Any) -> None:
+        env = self.document.settings.env
+        config = env.config
+        if config.language == SOURCE_LANGUAGE:
+            return
+        toctrees = list(self.document.findall(addnodes.toctree))
+        if not toctrees:
+            return
+        entries = _catalog(env)
+        for toctree in toctrees:
+            caption = toctree.get("rawcaption") or toctree.get("caption")
+            if not caption:
+                continue
+            if entries.get(caption):
+                toctree["caption"] = entries[caption]
+            else:
+                LOGGER.warning(
+                    "untranslated part caption (run `make translations` and translate it): %r",
+                    caption,
+                    location=toctree,
+                    type="i18n",
+                    subtype="untranslated",
+                )
+
+
+def _catalog(env) -> dict[str, str]:
+    """The current page's translations (English message -> translation); empty if none."""
+    config = env.config
+    domain = docname_to_domain(env.docname, config.gettext_compact)
+    dirs = [f"{env.srcdir}/{d}" for d in config.locale_dirs]
+    catalog, found = init_locale(dirs, config.language, domain)
+    return getattr(catalog, "_catalog", {}) if found else {}
 
 
 def _ancestors(node: nodes.Node):
@@ -161,9 +208,37 @@ def _link_counterpart(app: Sphinx, pagename: str, template: str, context: dict, 
     )
 
 
+# Attributes the themes and MyST-NB write in English without a catalog, and their Chinese.
+FIXED_INTERFACE = {
+    'aria-label="Main"': 'aria-label="目录"',
+    'aria-label="Page"': 'aria-label="本页"',
+    'title="Toggle primary sidebar"': 'title="显示或隐藏目录"',
+    'title="Toggle secondary sidebar"': 'title="显示或隐藏本页目录"',
+    'aria-label="Toggle hidden content"': 'aria-label="展开或收起"',
+}
+
+
+def _translate_fixed_interface(app: Sphinx, exception: Exception | None) -> None:
+    """Replaces the interface words that no catalog reaches, in every page of a translated
+    edition (once the pages are written)."""
+    if exception is not None or app.builder.format != "html":
+        return
+    if app.config.language != "zh_CN":
+        return
+    for page in Path(app.outdir).rglob("*.html"):
+        text = page.read_text(encoding="utf-8")
+        changed = text
+        for english, chinese in FIXED_INTERFACE.items():
+            changed = changed.replace(english, chinese)
+        if changed != text:
+            page.write_text(changed, encoding="utf-8")
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
     app.add_source_parser(TranslatableNotebookParser, override=True)
     app.add_transform(ComputedTextIsNotProse)
     app.add_transform(UntranslatedIsAWarning)
+    app.add_transform(TranslateTocCaptions)
     app.connect("html-page-context", _link_counterpart)
+    app.connect("build-finished", _translate_fixed_interface)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

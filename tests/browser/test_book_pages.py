@@ -16,16 +16,20 @@ pytestmark = pytest.mark.slow
 WIDTHS = (1280, 390)
 #: LaTeX that MathJax would have typeset: seen in a page's text, it was not.
 RAW_TEX = re.compile(r"\\\(|\\\[|\$\$|\\frac|\\lceil|\\times|\\mathrm|\\text\{")
+#: MyST that was not parsed (a translation can break a role or a link): seen in a page's text.
+RAW_MYST = re.compile(r"\{(?:glue|term|ref|doc|numref)[^}]*\}`|\]\(http")
 
 
 def pages(html_root: Path) -> list[str]:
-    return sorted(str(p.relative_to(html_root)) for p in html_root.glob("book/*.html"))
+    """Every page of both editions: English under book/, Chinese under zh/book/."""
+    found = [*html_root.glob("book/*.html"), *html_root.glob("zh/book/*.html")]
+    return sorted(str(p.relative_to(html_root)) for p in found)
 
 
 @pytest.fixture(scope="module")
 def book_pages(built_book):
     found = pages(built_book)
-    assert len(found) >= 7, f"expected the book's pages under {built_book}/book, found {found}"
+    assert len(found) >= 14, f"expected both editions under {built_book}, found {found}"
     return found
 
 
@@ -51,7 +55,7 @@ def test_every_page_loads_clean_and_fits(browser, book_url, book_pages, width, w
                 widgetViews: document.querySelectorAll('.jupyter-widgets, .widget-area').length,
             })"""
         )
-        shoot(page, f"book/{Path(name).stem}-{width}")
+        shoot(page, f"book/{name.removesuffix('.html').replace('/', '-')}-{width}")
         where = f"{name} at {width} px"
         if problems.messages:
             failures.append(f"{where}: console errors {problems.messages}")
@@ -61,6 +65,8 @@ def test_every_page_loads_clean_and_fits(browser, book_url, book_pages, width, w
             )
         if raw := RAW_TEX.findall(state["text"]):
             failures.append(f"{where}: raw LaTeX left in the text: {sorted(set(raw))}")
+        if raw := RAW_MYST.findall(state["text"]):
+            failures.append(f"{where}: unparsed MyST in the text: {sorted(set(raw))}")
         if state["math"] and state["typeset"] == 0:
             failures.append(f"{where}: {state['math']} equations, none typeset by MathJax")
         if state["broken"]:
@@ -185,9 +191,11 @@ def test_no_broken_internal_link_or_image(built_book):
     assert not broken, "broken internal links or images:\n" + "\n".join(sorted(broken))
 
 
-def test_the_phone_menu_opens_the_table_of_contents(browser, book_url, book_pages, shoot):
+@pytest.mark.parametrize("edition", ["", "zh/"])
+def test_the_phone_menu_opens_the_table_of_contents(browser, book_url, book_pages, edition, shoot):
+    own = [p for p in book_pages if p.startswith(f"{edition}book/")]
     page = browser.new_page(viewport={"width": 390, "height": 800})
-    page.goto(f"{book_url}/{book_pages[0]}", wait_until="networkidle")
+    page.goto(f"{book_url}/{own[0]}", wait_until="networkidle")
     toggles = page.locator(".primary-toggle")
     visible = [toggles.nth(i) for i in range(toggles.count()) if toggles.nth(i).is_visible()]
     assert visible, "no visible menu button (☰) at 390 px"
@@ -200,18 +208,45 @@ def test_the_phone_menu_opens_the_table_of_contents(browser, book_url, book_page
         f"the menu button did not open the contents (sidebar box {box})"
     )
     links = sidebar.locator("a.reference.internal").all_inner_texts()
-    shoot(page, "book/menu-390")
-    assert len(links) >= len(book_pages) - 1, f"the opened menu lists only {links}"
+    shoot(page, f"book/{edition.strip('/') or 'en'}-menu-390")
+    assert len(links) >= len(own) - 1, f"the opened menu lists only {links}"
+    page.close()
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_language_switch_goes_both_ways(browser, book_url, width, shoot):
+    """On every width the link at the top of a page opens the same page in the other edition,
+    and the link there leads back."""
+    page = browser.new_page(viewport={"width": width, "height": 900})
+    page.goto(f"{book_url}/book/05_sharing.html", wait_until="networkidle")
+    for language, path, heading in (
+        ("zh-CN", "/zh/book/05_sharing.html", "共享"),
+        ("en", "/book/05_sharing.html", "Sharing"),
+    ):
+        switch = page.locator(f"p.edition-switch a[hreflang='{language}']")
+        assert switch.is_visible(), f"no visible link to the {language} edition at {width} px"
+        switch.click()
+        page.wait_for_load_state("networkidle")
+        assert page.url.endswith(path), f"the switch to {language} opened {page.url}"
+        assert page.evaluate("document.documentElement.lang") == language
+        assert heading in page.locator("article h1").inner_text()
+        shoot(page, f"book/switch-{language}-{width}")
     page.close()
 
 
 @pytest.mark.parametrize(
-    "query, expected",
-    [("block table", "04_paged_attention"), ("块表", "04_paged_attention")],
+    "edition, query, expected",
+    [
+        ("", "block table", "04_paged_attention"),
+        ("", "块表", "04_paged_attention"),
+        ("zh/", "块表", "04_paged_attention"),
+        ("zh/", "写时复制", "02_virtual_memory"),
+        ("zh/", "链式哈希", "08_prefix_caching"),
+    ],
 )
-def test_search_finds_english_and_chinese_terms(browser, book_url, query, expected):
+def test_search_finds_english_and_chinese_terms(browser, book_url, edition, query, expected):
     page = browser.new_page(viewport={"width": 1280, "height": 900})
-    page.goto(f"{book_url}/search.html?q={query}", wait_until="networkidle")
+    page.goto(f"{book_url}/{edition}search.html?q={query}", wait_until="networkidle")
     page.wait_for_selector("#search-results ul.search li, #search-results p", timeout=20000)
     hits = page.locator("#search-results ul.search li a").evaluate_all(
         "links => links.map(a => a.getAttribute('href'))"
@@ -221,27 +256,29 @@ def test_search_finds_english_and_chinese_terms(browser, book_url, query, expect
 
 
 #: What code looks like in a snippet: a statement, a call the pages make, a fold button's label.
-CODE = re.compile(r"\bimport \w|\bglue\(|\bdef \w+\(|\bprint\(|\bdisplay\(|Show code cell")
+CODE = re.compile(r"\bimport \w|\bglue\(|\bdef \w+\(|\bprint\(|\bdisplay\(|Show code cell|显示代码")
 
 
 @pytest.mark.parametrize(
-    "query, expected",
+    "edition, query, expected",
     [
-        ("Conductor", "09_mooncake"),
-        ("copy-on-write", "02_virtual_memory"),
-        ("block table", "04_paged_attention"),
-        ("块表", "04_paged_attention"),
-        ("MLA", "10_kv_cheaper"),
-        ("goodput", "09_mooncake"),
+        ("", "Conductor", "09_mooncake"),
+        ("", "copy-on-write", "02_virtual_memory"),
+        ("", "block table", "04_paged_attention"),
+        ("", "块表", "04_paged_attention"),
+        ("", "MLA", "10_kv_cheaper"),
+        ("", "goodput", "09_mooncake"),
+        ("zh/", "块表", "04_paged_attention"),
+        ("zh/", "全局调度器", "09_mooncake"),
     ],
 )
 def test_search_lists_the_page_about_a_term_first_and_quotes_prose(
-    browser, book_url, query, expected
+    browser, book_url, edition, query, expected
 ):
     """The page that introduces a term (its glossary entry says which) comes before the glossary
     entry and before pages that only use the term, and no snippet quotes code or raw TeX."""
     page = browser.new_page(viewport={"width": 1280, "height": 900})
-    page.goto(f"{book_url}/search.html?q={query}", wait_until="networkidle")
+    page.goto(f"{book_url}/{edition}search.html?q={query}", wait_until="networkidle")
     page.wait_for_function(
         r"""() => {
             const status = document.querySelector('#search-results p.search-summary');
