@@ -24,6 +24,19 @@ def test_listed_joins_with_and(items, english, chinese):
     assert listed(items, language="zh") == chinese
 
 
+def test_chinese_spaces_only_next_to_half_width_text():
+    # A half-width space between Chinese and numbers or code; none next to Chinese text or
+    # full-width punctuation. English always has its spaces.
+    edges = ["`[1 2]`（槽位 0 1）", "`[3 4]`（槽位 2 3）", "`[5 6 7]`（槽位 4 5 6）"]
+    assert (
+        listed(edges, "zh") == "`[1 2]`（槽位 0 1）、`[3 4]`（槽位 2 3）和 `[5 6 7]`（槽位 4 5 6）"
+    )
+    assert listed(["提示", "问题"], "zh") == "提示和问题"
+    assert either(["第 1 块", 2], "zh") == "第 1 块或 2"
+    assert span("一", "三", "zh") == "一到三"
+    assert listed(["提示", "问题"]) == "提示 and 问题"
+
+
 def test_listed_takes_any_iterable_once():
     # Pages pass generators: the items are read once, in order.
     assert listed(i + 1 for i in range(3)) == "1, 2 and 3"

@@ -15,11 +15,13 @@ functions here:
 ('2 to 8', '2 到 8')
 
 Chinese follows the catalogs' conventions: the enumeration comma ``、`` between items, and a
-half-width space between a Chinese word and a number.
+half-width space between a Chinese word and a number or code, none next to Chinese text or
+punctuation.
 """
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Iterable
 
 from kvcourse._checks import check_count
@@ -29,11 +31,11 @@ __all__ = ["LANGUAGES", "check_language", "either", "listed", "ordinal", "span",
 #: The languages a phrase can be written in: the book's English and its Chinese edition.
 LANGUAGES = ("en", "zh")
 
-# The joining words of each language: between items, before the last one for "and" and "or".
+# The joining words of each language: between items, and before the last one for "and" and "or".
 _SEPARATOR = {"en": ", ", "zh": "、"}
-_AND = {"en": " and ", "zh": " 和 "}
-_OR = {"en": " or ", "zh": " 或 "}
-_TO = {"en": " to ", "zh": " 到 "}
+_AND = {"en": "and", "zh": "和"}
+_OR = {"en": "or", "zh": "或"}
+_TO = {"en": "to", "zh": "到"}
 _YES_NO = {"en": ("yes", "no"), "zh": ("是", "否")}
 
 
@@ -51,6 +53,21 @@ def check_language(language: object) -> str:
     return language
 
 
+def _wide(character: str) -> bool:
+    """Whether a character is full-width: a Chinese character or Chinese punctuation (``）``)."""
+    return unicodedata.east_asian_width(character) in ("W", "F")
+
+
+def _between(left: str, word: str, right: str, language: str) -> str:
+    """``left word right`` with the spaces the language puts around a joining word: always in
+    English; in Chinese only next to half-width text (``2 到 8``, ``（槽位 0 1）和 `[5 6]```)."""
+    if language == "en":
+        return f"{left} {word} {right}"
+    before = "" if not left or _wide(left[-1]) else " "
+    after = "" if not right or _wide(right[0]) else " "
+    return f"{left}{before}{word}{after}{right}"
+
+
 def _joined(items: Iterable[object], last: dict[str, str], language: str, what: str) -> str:
     language = check_language(language)
     if isinstance(items, (str, bytes)):
@@ -60,7 +77,7 @@ def _joined(items: Iterable[object], last: dict[str, str], language: str, what: 
         raise ValueError(f"{what}() needs at least one item, got none")
     if len(words) == 1:
         return words[0]
-    return _SEPARATOR[language].join(words[:-1]) + last[language] + words[-1]
+    return _between(_SEPARATOR[language].join(words[:-1]), last[language], words[-1], language)
 
 
 def listed(items: Iterable[object], language: str = "en") -> str:
@@ -103,7 +120,7 @@ def span(low: object, high: object, language: str = "en") -> str:
     ('2 to 8', '35 到 47')
     """
     language = check_language(language)
-    return f"{low}{_TO[language]}{high}"
+    return _between(str(low), _TO[language], str(high), language)
 
 
 def yes_no(flag: bool, language: str = "en") -> str:
