@@ -76,6 +76,42 @@ def test_source_points_and_structure(assignment):
             assert not re.search(r"kvcourse(?!\.)", cell.source), meta["grade_id"]
 
 
+#: The Chinese section of an assignment's opening cell: it follows a `---` line.
+ZH_SEPARATOR = "\n---\n"
+ZH_MARKERS = ("### 中文说明", "**你要写什么。**", "**为什么重要。**")
+ZH_HEADER = ("部分", "你要写的函数/类", "公开测试", "隐藏测试", "分数")
+
+
+def _table(markdown: str) -> tuple[list[str], list[tuple[str, str, str, str]]]:
+    """The header and the (part, visible, hidden, points) rows of the one table in ``markdown``."""
+    lines = [line.strip() for line in markdown.splitlines() if line.strip().startswith("|")]
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in lines]
+    header, rows = cells[0], [c for c in cells[1:] if not set("".join(c)) <= set("-: ")]
+    return header, [(c[0], c[-3], c[-2], c[-1]) for c in rows]
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_opening_cell_has_the_chinese_section(assignment):
+    """Cell 0 carries a Chinese version for readers of the Chinese edition, in the same cell so
+    the point split stays in one place: its table has the English table's parts and points, and
+    the released notebook shows the same cell."""
+    intro = notebook(ROOT, "solutions", assignment).cells[0]
+    assert intro.cell_type == "markdown"
+    assert ZH_SEPARATOR in intro.source, f"{assignment}: no `---` line before the Chinese section"
+    english, chinese = intro.source.split(ZH_SEPARATOR, 1)
+    for marker in ZH_MARKERS:
+        assert marker in chinese, f"{assignment}: the Chinese section lacks {marker}"
+    number = assignment[1:].split("_")[0]
+    assert f"**作业 {number} · " in chinese, f"{assignment}: the Chinese section has no title"
+    en_header, en_rows = _table(english)
+    zh_header, zh_rows = _table(chinese)
+    assert len(zh_header) == len(en_header), assignment
+    assert (*zh_header[:2], *zh_header[-3:]) == ZH_HEADER, (assignment, zh_header)
+    assert zh_rows == en_rows, f"{assignment}: the Chinese table's parts or points differ"
+    released = notebook(ROOT, "notebooks", assignment).cells[0]
+    assert released.source == intro.source, f"{assignment}: run `kvcourse-grade release`"
+
+
 MAX_VISIBLE_TEST_LINES = 60
 
 
