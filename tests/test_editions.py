@@ -133,6 +133,10 @@ def test_the_chinese_page_shows_the_same_values_figures_links_and_sections(built
 
 @pytest.mark.parametrize("page", PAGES)
 def test_no_markup_leaks_and_the_text_is_chinese(built_book, page):
+    source = (built_book / "zh" / f"{page}.html").read_text(encoding="utf-8")
+    folds = re.findall(r'<p class="(?:collapsed|expanded) admonition-title">([^<]*)</p>', source)
+    english = sorted({label for label in folds if not CJK.search(label)})
+    assert not english, f"zh/{page}.html: folded cells labelled in English: {english}"
     chinese = article(built_book / "zh" / f"{page}.html")
     text = html.unescape(" ".join(chinese.text))
     leaked = RAW_MARKUP.findall(text)

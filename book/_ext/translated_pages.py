@@ -31,6 +31,7 @@ from myst_nb.sphinx_ import Parser as NotebookParser
 from myst_parser.parsers.sphinx_ import MystParser
 from sphinx import addnodes
 from sphinx.application import Sphinx
+from sphinx.locale import get_translation
 from sphinx.locale import init as init_locale
 from sphinx.util import logging
 from sphinx.util.i18n import docname_to_domain
@@ -47,6 +48,7 @@ COUNTERPART = {
 # until the translation step has run (MyST-NB drops them at the end of its parse).
 _PAGE_RENDERERS: dict[str, Any] = {}
 _KEY = "nb_renderer"
+CJK = re.compile(r"[\u3400-\u9fff]")
 LEADING_BLOCK_MARKER = re.compile(r"\A(\d+|)([.)#+*-])(?=\s)")
 
 
@@ -134,6 +136,34 @@ class UntranslatedIsAWarning(Transform):
                 type="i18n",
                 subtype="untranslated",
             )
+
+
+class TranslateCellPrompts(Transform):
+    """Translates the labels a page gives its folded cells in their metadata (``code_prompt_show``
+    such as "Worked answer, in code (try it first)"), from ``sphinx.po`` of the locale folder."""
+
+    default_priority = 26
+
+    def apply(self, **kwargs: Any) -> None:
+        if self.document.settings.env.config.language == SOURCE_LANGUAGE:
+            return
+        translate = get_translation("sphinx")
+        for node in self.document.findall(nodes.container):
+            for key in ("prompt_show", "prompt_hide"):
+                label = node.get(key)
+                if not label or CJK.search(label):
+                    continue
+                translated = str(translate(label))
+                if translated == label:
+                    LOGGER.warning(
+                        "untranslated label of a folded cell (add it to "
+                        "locale/<language>/LC_MESSAGES/sphinx.po): %r",
+                        label,
+                        location=node,
+                        type="i18n",
+                        subtype="untranslated",
+                    )
+                node[key] = translated
 
 
 class TranslateTocCaptions(Transform):
@@ -239,6 +269,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.add_transform(ComputedTextIsNotProse)
     app.add_transform(UntranslatedIsAWarning)
     app.add_transform(TranslateTocCaptions)
+    app.add_transform(TranslateCellPrompts)
     app.connect("html-page-context", _link_counterpart)
     app.connect("build-finished", _translate_fixed_interface)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
