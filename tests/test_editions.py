@@ -13,12 +13,11 @@ from pathlib import Path
 
 import pytest
 from book_pages import toc_pages
-from catalogs import GLUE, read_catalog
+from catalogs import CJK, GLUE, read_catalog
 
 pytestmark = pytest.mark.slow
 
 PAGES = toc_pages()
-CJK = re.compile(r"[\u3400-\u9fff]")
 #: MyST that was not parsed: a role, a link, bold markers, a directive fence.
 RAW_MARKUP = re.compile(r"\{(?:glue|term|ref|doc|numref)[^}]*\}`|\]\(|\*\*|```")
 #: English words that a glued value must not bring into a Chinese sentence.

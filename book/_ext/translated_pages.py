@@ -127,14 +127,10 @@ class UntranslatedIsAWarning(Transform):
                 continue  # the page's front matter (metadata, not shown)
             if entries.get(message) == message:  # deliberately the same in both (a name, a formula)
                 continue
-            LOGGER.warning(
-                "untranslated (new, changed or fuzzy in %s; run `make translations` and translate "
-                "it): %r",
-                where,
-                message[:120],
-                location=node,
-                type="i18n",
-                subtype="untranslated",
+            _untranslated(
+                f"untranslated (new, changed or fuzzy in {where}; run `make translations` and "
+                f"translate it): {message[:120]!r}",
+                node,
             )
 
 
@@ -155,13 +151,10 @@ class TranslateCellPrompts(Transform):
                     continue
                 translated = str(translate(label))
                 if translated == label:
-                    LOGGER.warning(
+                    _untranslated(
                         "untranslated label of a folded cell (add it to "
-                        "locale/<language>/LC_MESSAGES/sphinx.po): %r",
-                        label,
-                        location=node,
-                        type="i18n",
-                        subtype="untranslated",
+                        f"locale/<language>/LC_MESSAGES/sphinx.po): {label!r}",
+                        node,
                     )
                 node[key] = translated
 
@@ -188,13 +181,16 @@ class TranslateTocCaptions(Transform):
             if entries.get(caption):
                 toctree["caption"] = entries[caption]
             else:
-                LOGGER.warning(
-                    "untranslated part caption (run `make translations` and translate it): %r",
-                    caption,
-                    location=toctree,
-                    type="i18n",
-                    subtype="untranslated",
+                _untranslated(
+                    "untranslated part caption (run `make translations` and translate it): "
+                    f"{caption!r}",
+                    toctree,
                 )
+
+
+def _untranslated(message: str, location: nodes.Node) -> None:
+    """A build warning (an error under ``-W``) for text the edition shows untranslated."""
+    LOGGER.warning(message, location=location, type="i18n", subtype="untranslated")
 
 
 def _catalog(env) -> dict[str, str]:
