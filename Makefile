@@ -14,13 +14,16 @@ ASSIGNMENT ?=
 WORKERS ?=
 OUT ?=
 
-.PHONY: help venv lock system-packages book translations test test-fast lint format lab release bundle collect autograde feedback export clean
+.PHONY: help venv lock system-packages book translations test test-e2e test-fast lint format lab release bundle collect autograde feedback export clean
 
 help:
 	@echo "make book            build the book into _build/html, its Chinese edition into _build/html/zh"
 	@echo "                     (creates .venv on first use)"
 	@echo "make translations    after editing an English page: update the Chinese catalogs under locale/"
-	@echo "make test            lint, check formatting, run every test (library, assignments, book, browser)"
+	@echo "make test            lint, check formatting, every test but the end-to-end ones (library,"
+	@echo "                     book in both editions, grader, Triton interpreter): before a commit"
+	@echo "make test-e2e        end to end: every sample student graded by nbgrader, the browser over"
+	@echo "                     every page, JupyterLab, PostgreSQL and Dask (CI runs both)"
 	@echo "make test-fast       lint, doctests and the tests not marked slow (no book build, nbgrader,"
 	@echo "                     Triton interpreter or browser)"
 	@echo "make system-packages as root: Debian's bubblewrap (grading sandbox), PostgreSQL (gradebook-"
@@ -83,21 +86,10 @@ system-packages:
 			"are skipped without them; the grading tests run unsandboxed without bubblewrap)" >&2; \
 	fi
 
-# The execution cache keys pages on their own source only, so a change in anything a page reads
-# would leave stale outputs: the library, the benchmark results §4 shows, and what the
-# instructors' page grades (the grader, its configuration and samples, the assignments). When
-# any of those changes, the cache is dropped and every page re-executes.
-BOOK_INPUTS := lib bench/results grading/kvcourse_grader grading/samples grading/student_lab \
-	grading/nbgrader_config.py solutions notebooks pyproject.toml requirements
-INPUTS_HASH = $(shell find $(BOOK_INPUTS) -type f -not -path '*egg-info*' -not -path '*__pycache__*' \
-	-not -name '*.pyc' | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16)
-
+# Pages execute into one cache, _build/.jupyter_cache, shared with the tests' builds; it is dropped
+# whenever anything a page reads changes (book/editions.py: BOOK_INPUTS).
 book: venv
-	@mkdir -p _build
-	@if [ "$$(cat _build/.inputs-hash 2>/dev/null)" != "$(INPUTS_HASH)" ]; then \
-		rm -rf _build/.jupyter_cache && echo "the library or what a page reads changed: pages will re-execute"; fi
 	$(BIN)/python book/editions.py build
-	@echo "$(INPUTS_HASH)" > _build/.inputs-hash
 
 # After editing an English page: extract its messages and merge them into the Chinese catalogs
 # (locale/zh_CN/LC_MESSAGES/<page>.po); new entries are empty and changed ones fuzzy until
@@ -115,8 +107,17 @@ lint: venv
 TEST_JOBS ?= 2
 PYTEST := $(BIN)/python -m pytest $(if $(filter-out 0,$(TEST_JOBS)),-n $(TEST_JOBS) --dist loadgroup)
 
+# Every check of the library, the pages (both editions built with warnings as errors) and the
+# grader, except the end-to-end runs at a class's scale (test-e2e): the check before a commit.
 test: lint
-	$(PYTEST) --durations=20
+	$(PYTEST) -m "not e2e" --durations=15
+
+# End to end through the real programs: every sample student of every assignment graded by
+# nbgrader (the solution full marks, the release zero, each one-mistake solution losing its part),
+# Chromium over every page of both editions, each assignment in JupyterLab, PostgreSQL and Dask.
+# CI runs it after `make test`.
+test-e2e: venv
+	$(PYTEST) -m e2e --durations=15
 
 # The inner loop: lint, doctests and every test not marked slow (the slow ones: the book build,
 # nbgrader runs, the Triton interpreter, the browser, and the long simulations and decodings).

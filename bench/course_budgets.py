@@ -45,6 +45,8 @@ def book_times(work: Path) -> tuple[float, float, dict[str, float]]:
             "build",
             "--path-output",
             str(work),
+            "--cache-home",  # an empty cache of its own: every page executes
+            str(work / "cache"),
         ],
         capture_output=True,
         text=True,

@@ -5,14 +5,21 @@ editions read the same execution cache), with each paragraph replaced by its tra
 ``locale/zh_CN/LC_MESSAGES/<page>.po`` (gettext catalogs, managed with sphinx-intl).
 
     python book/editions.py build [--path-output DIR]   # DIR/_build/html and DIR/_build/html/zh
+                                  [--cache-home DIR]    # a cache of its own (a cold build)
     python book/editions.py catalogs                     # after editing English: update the .po
 
 ``make book`` and ``make translations`` call these; the tests build with ``--path-output``.
+
+Every build executes pages into one cache, ``_build/.jupyter_cache`` of the checkout, whatever its
+output folder: the tests' fresh builds and ``make book`` run each page once between them. The cache
+knows a page only by its text, so it is dropped whenever anything a page reads changes
+(:data:`BOOK_INPUTS`, fingerprinted in ``_build/.inputs-hash``).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import shutil
 import subprocess
 import sys
@@ -25,6 +32,22 @@ ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 LANGUAGE = "zh_CN"
 LOCALE = ROOT / "locale"
+#: Where every build keeps its execution cache and the fingerprint of what the pages read.
+CACHE_HOME = ROOT / "_build"
+#: What the pages read besides their own text: the library, the benchmark results §4 shows, and
+#: what the instructors' page grades (the grader, its configuration and samples, the assignments).
+BOOK_INPUTS = (
+    "lib",
+    "bench/results",
+    "grading/kvcourse_grader",
+    "grading/samples",
+    "grading/student_lab",
+    "grading/nbgrader_config.py",
+    "solutions",
+    "notebooks",
+    "pyproject.toml",
+    "requirements",
+)
 CHINESE_TITLE = "KV 缓存管理：PagedAttention 与 Mooncake"
 CHINESE_AUTHOR = "KV 缓存课程作者"
 # Interface words that themes and extensions take from settings rather than from a catalog (the
@@ -37,13 +60,45 @@ CHINESE_INTERFACE = {
 }
 
 
-def edition_config(build: Path, language: str, title: str | None = None) -> Path:
+def inputs_hash() -> str:
+    """A fingerprint of every file in :data:`BOOK_INPUTS` (names and contents)."""
+    digest = hashlib.sha256()
+    for top in BOOK_INPUTS:
+        path = ROOT / top
+        files = sorted(path.rglob("*")) if path.is_dir() else [path]
+        for file in files:
+            parts = file.relative_to(ROOT).parts
+            if not file.is_file() or "__pycache__" in parts or file.suffix == ".pyc":
+                continue
+            if any(part.endswith(".egg-info") for part in parts):
+                continue
+            digest.update(str(file.relative_to(ROOT)).encode() + b"\0" + file.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _drop_stale_cache(cache_home: Path | None = None) -> None:
+    """Drop the execution cache unless it was filled from what the pages read now."""
+    cache_home = cache_home or CACHE_HOME
+    current = inputs_hash()
+    stamp = cache_home / ".inputs-hash"
+    cache = cache_home / ".jupyter_cache"
+    if not stamp.exists() or stamp.read_text().strip() != current:
+        if cache.exists():
+            print("editions: the library or what a page reads changed: pages will re-execute")
+        shutil.rmtree(cache, ignore_errors=True)
+        stamp.parent.mkdir(parents=True, exist_ok=True)
+        stamp.write_text(current + "\n")
+
+
+def edition_config(
+    build: Path, language: str, title: str | None = None, cache_home: Path | None = None
+) -> Path:
     """Write the book's ``_config.yml`` for one edition under ``build``; return its path.
 
-    Only the language (and the title) change, and the execution cache is the English build's, so
+    Only the language (and the title) change, and both editions use the one execution cache, so
     no page runs twice."""
     config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
-    config["execute"]["cache"] = str(build / ".jupyter_cache")
+    config["execute"]["cache"] = str((cache_home or CACHE_HOME) / ".jupyter_cache")
     # Paths in the book's configuration are relative to the book, not to this copy of it.
     extensions = config["sphinx"]["local_extensions"]
     config["sphinx"]["local_extensions"] = {name: str(ROOT / p) for name, p in extensions.items()}
@@ -69,15 +124,18 @@ def _jupyter_book(*args: str) -> None:
         sys.exit(f"{' '.join(command)} failed (exit {result.returncode})")
 
 
-def build(output: Path) -> None:
-    """Build English into ``output/_build/html`` and Chinese into its ``zh/`` folder."""
+def build(output: Path, cache_home: Path | None = None) -> None:
+    """Build English into ``output/_build/html`` and Chinese into its ``zh/`` folder, executing
+    pages into the cache under ``cache_home`` (default: the checkout's ``_build``)."""
     build_dir = output / "_build"
     strict = ["-W", "-n", "--keep-going"]
+    _drop_stale_cache(cache_home)
     start = time.perf_counter()
-    _jupyter_book("--path-output", str(output), *strict)
+    english_config = edition_config(build_dir, "en", cache_home=cache_home)
+    _jupyter_book("--config", str(english_config), "--path-output", str(output), *strict)
     english = time.perf_counter() - start
 
-    config = edition_config(build_dir, LANGUAGE, CHINESE_TITLE)
+    config = edition_config(build_dir, LANGUAGE, CHINESE_TITLE, cache_home)
     chinese_root = build_dir / "zh"
     start = time.perf_counter()
     _jupyter_book("--config", str(config), "--path-output", str(chinese_root), *strict)
@@ -88,11 +146,12 @@ def build(output: Path) -> None:
     print(f"editions: English {english:.0f} s, Chinese {chinese:.0f} s more -> {target}")
 
 
-def catalogs(output: Path) -> None:
+def catalogs(output: Path, cache_home: Path | None = None) -> None:
     """Extract every page's messages and merge them into ``locale/zh_CN`` (new ones untranslated,
     changed ones fuzzy): the step after any edit of an English page."""
     build_dir = output / "_build"
-    config = edition_config(build_dir, "en")
+    _drop_stale_cache(cache_home)
+    config = edition_config(build_dir, "en", cache_home=cache_home)
     extract_root = build_dir / "messages"
     _jupyter_book(
         "--config",
@@ -116,9 +175,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--path-output", type=Path, default=ROOT, help="where _build goes (default: the book)"
     )
+    parser.add_argument(
+        "--cache-home",
+        type=Path,
+        default=CACHE_HOME,
+        help="where the execution cache is kept (default: the book's _build, shared by all builds)",
+    )
     args = parser.parse_args(argv)
-    output = args.path_output.resolve()
-    {"build": build, "catalogs": catalogs}[args.command](output)
+    output, cache_home = args.path_output.resolve(), args.cache_home.resolve()
+    {"build": build, "catalogs": catalogs}[args.command](output, cache_home)
 
 
 if __name__ == "__main__":

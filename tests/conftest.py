@@ -40,14 +40,25 @@ def built_book(tmp_path_factory) -> Path:
     shutil.rmtree(out, ignore_errors=True)
 
 
+#: Fixtures whose users are end-to-end tests (``make test-e2e``): every sample student of an
+#: assignment graded by nbgrader, the book in Chromium, JupyterLab.
+E2E_FIXTURES = ("graded", "book_url", "lab")
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the marks into node ids
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (``make test`` runs two workers), tests that share an expensive
     session fixture run on one worker, so it is built once: the book (``built_book``), one
     assignment's graded samples (``graded``, keyed by the assignment) and JupyterLab (``lab``).
-    Everything else is spread over the workers."""
+    Everything else is spread over the workers.
+
+    A test that uses an end-to-end fixture must be marked ``e2e``, or ``make test`` would
+    quietly grade a whole class or start a browser."""
+    unmarked = []
     for item in items:
         names = getattr(item, "fixturenames", ())
+        if any(name in names for name in E2E_FIXTURES) and not item.get_closest_marker("e2e"):
+            unmarked.append(item.nodeid)
         params = getattr(getattr(item, "callspec", None), "params", {})
         if "graded" in names:
             group = f"graded-{params.get('assignment', 'a0_kv_sizing')}"
@@ -58,3 +69,8 @@ def pytest_collection_modifyitems(config, items):
         else:
             continue
         item.add_marker(pytest.mark.xdist_group(group))
+    if unmarked:
+        raise pytest.UsageError(
+            f"mark these tests @pytest.mark.e2e (they use one of {E2E_FIXTURES}): "
+            + ", ".join(unmarked[:5])
+        )

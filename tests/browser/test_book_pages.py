@@ -11,7 +11,7 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 WIDTHS = (1280, 390)
 #: LaTeX that MathJax would have typeset: seen in a page's text, it was not.

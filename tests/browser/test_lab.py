@@ -26,7 +26,7 @@ import pytest
 
 from kvcourse_grader.samples import Sample, build_sample
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 ROOT = Path(__file__).resolve().parents[2]
 ASSIGNMENTS = sorted(

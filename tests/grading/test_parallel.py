@@ -106,6 +106,7 @@ def test_dask_refuses_a_sqlite_gradebook(released, tmp_path):
 
 # --------------------------------------------------------------------------- graded by nbgrader
 @slow
+@pytest.mark.e2e
 def test_parallel_grades_equal_serial_ones_in_one_consistent_sqlite_gradebook(released, tmp_path):
     serial = _class(released[0], tmp_path / "serial")
     parallel = _class(released[0], tmp_path / "parallel")
@@ -131,6 +132,7 @@ def postgres(tmp_path_factory):
 
 
 @slow
+@pytest.mark.e2e
 def test_postgres_gradebook_and_a_dask_cluster_grade_like_sqlite(released, postgres, tmp_path):
     pytest.importorskip("distributed")
     from distributed import LocalCluster

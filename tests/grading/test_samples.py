@@ -34,7 +34,11 @@ from kvcourse_grader.review import review_notebook, review_source
 from kvcourse_grader.samples import build_sample, load_samples
 from kvcourse_grader.sandbox import sandbox_problem
 
-slow = pytest.mark.slow  # runs nbgrader
+
+def graded_by_nbgrader(test):
+    """Marks a test that reads every sample student graded by real nbgrader: slow, and one of the
+    end-to-end tests (``make test-e2e``)."""
+    return pytest.mark.e2e(pytest.mark.slow(test))
 
 
 # ------------------------------------------------------------------ building (no nbgrader here)
@@ -127,7 +131,7 @@ def test_shared_sample_parts():
 
 
 # -------------------------------------------------------------------------- graded by nbgrader
-@slow
+@graded_by_nbgrader
 @pytest.mark.parametrize("assignment", SAMPLED)
 def test_autograde_reports_every_student(graded, assignment):
     root, steps = graded(assignment)
@@ -143,28 +147,28 @@ def test_autograde_reports_every_student(graded, assignment):
     assert f"graded {len(students)} submission(s); 0 could not be graded" in result.stdout
 
 
-@slow
+@graded_by_nbgrader
 @pytest.mark.parametrize("assignment", SAMPLED)
 def test_solution_gets_full_marks(graded, assignment):
     scores = cell_scores(graded(assignment)[0], "correct", assignment)
     assert sum(scores.values()) == sum(point_split(assignment))
 
 
-@slow
+@graded_by_nbgrader
 @pytest.mark.parametrize("assignment", SAMPLED)
 def test_untouched_release_gets_zero(graded, assignment):
     scores = cell_scores(graded(assignment)[0], "untouched", assignment)
     assert scores and all(score == 0 for score in scores.values())
 
 
-@slow
+@graded_by_nbgrader
 @pytest.mark.parametrize(("assignment", "student"), sample_students(skip=("correct", "untouched")))
 def test_each_cell_scores_as_the_sample_says(graded, assignment, student):
     root = graded(assignment)[0]
     assert cell_scores(root, student, assignment) == expected_for(student, assignment)
 
 
-@slow
+@graded_by_nbgrader
 def test_broken_students_do_not_stop_the_run(graded):
     out = graded(A0)[1]["autograde"].stdout
     # The cells after the last test cell (the plug-in cell) are not run at autograde at all.
@@ -174,7 +178,7 @@ def test_broken_students_do_not_stop_the_run(graded):
         assert "MemoryError in 2 cell(s)" in out
 
 
-@slow
+@graded_by_nbgrader
 @pytest.mark.parametrize("assignment", SAMPLED)
 def test_hostile_is_flagged_for_review(graded, assignment):
     out = graded(assignment)[1]["autograde"].stdout
@@ -195,7 +199,7 @@ def test_hostile_is_flagged_for_review(graded, assignment):
         assert "missing locked cells: hidden_kv_bytes_per_flop" in deleter
 
 
-@slow
+@graded_by_nbgrader
 @pytest.mark.parametrize("assignment", SAMPLED)
 def test_feedback_hides_hidden_tests(graded, assignment):
     root, steps = graded(assignment)
@@ -231,7 +235,7 @@ def test_feedback_hides_hidden_tests(graded, assignment):
     assert correct.count("Hidden tests: passed.") == len(hidden_cells(source))
 
 
-@slow
+@graded_by_nbgrader
 @pytest.mark.parametrize("assignment", SAMPLED)
 def test_feedback_reads_offline_and_names_each_test(graded, assignment):
     root, steps = graded(assignment)
@@ -255,7 +259,7 @@ def test_feedback_reads_offline_and_names_each_test(graded, assignment):
         assert link.group(1) == f"{part} · {kind} · ", link.group(0)
 
 
-@slow
+@graded_by_nbgrader
 @pytest.mark.parametrize("assignment", SAMPLED)
 def test_export_has_each_students_score(graded, assignment):
     root, steps = graded(assignment)
@@ -271,7 +275,7 @@ def test_export_has_each_students_score(graded, assignment):
         assert float(rows[student]["max_score"]) == sum(point_split(assignment))
 
 
-@slow
+@graded_by_nbgrader
 @pytest.mark.skipif(sandbox_problem() is not None, reason="the sandbox samples need bubblewrap")
 def test_a_search_of_the_whole_disk_finds_no_solutions(graded):
     """searches_disk walks every folder but the system's own for a solutions tree: with other
