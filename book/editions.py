@@ -76,9 +76,9 @@ def inputs_hash() -> str:
     return digest.hexdigest()[:16]
 
 
-def _drop_stale_cache(cache_home: Path | None = None) -> None:
-    """Drop the execution cache unless it was filled from what the pages read now."""
-    cache_home = cache_home or CACHE_HOME
+def _drop_stale_cache(cache_home: Path) -> None:
+    """Drop the execution cache under ``cache_home`` unless it was filled from what the pages
+    read now."""
     current = inputs_hash()
     stamp = cache_home / ".inputs-hash"
     cache = cache_home / ".jupyter_cache"
@@ -90,15 +90,13 @@ def _drop_stale_cache(cache_home: Path | None = None) -> None:
         stamp.write_text(current + "\n")
 
 
-def edition_config(
-    build: Path, language: str, title: str | None = None, cache_home: Path | None = None
-) -> Path:
+def edition_config(build: Path, language: str, cache_home: Path, title: str | None = None) -> Path:
     """Write the book's ``_config.yml`` for one edition under ``build``; return its path.
 
     Only the language (and the title) change, and both editions use the one execution cache, so
     no page runs twice."""
     config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
-    config["execute"]["cache"] = str((cache_home or CACHE_HOME) / ".jupyter_cache")
+    config["execute"]["cache"] = str(cache_home / ".jupyter_cache")
     # Paths in the book's configuration are relative to the book, not to this copy of it.
     extensions = config["sphinx"]["local_extensions"]
     config["sphinx"]["local_extensions"] = {name: str(ROOT / p) for name, p in extensions.items()}
@@ -124,18 +122,18 @@ def _jupyter_book(*args: str) -> None:
         sys.exit(f"{' '.join(command)} failed (exit {result.returncode})")
 
 
-def build(output: Path, cache_home: Path | None = None) -> None:
+def build(output: Path, cache_home: Path = CACHE_HOME) -> None:
     """Build English into ``output/_build/html`` and Chinese into its ``zh/`` folder, executing
     pages into the cache under ``cache_home`` (default: the checkout's ``_build``)."""
     build_dir = output / "_build"
     strict = ["-W", "-n", "--keep-going"]
     _drop_stale_cache(cache_home)
     start = time.perf_counter()
-    english_config = edition_config(build_dir, "en", cache_home=cache_home)
+    english_config = edition_config(build_dir, "en", cache_home)
     _jupyter_book("--config", str(english_config), "--path-output", str(output), *strict)
     english = time.perf_counter() - start
 
-    config = edition_config(build_dir, LANGUAGE, CHINESE_TITLE, cache_home)
+    config = edition_config(build_dir, LANGUAGE, cache_home, CHINESE_TITLE)
     chinese_root = build_dir / "zh"
     start = time.perf_counter()
     _jupyter_book("--config", str(config), "--path-output", str(chinese_root), *strict)
@@ -146,12 +144,12 @@ def build(output: Path, cache_home: Path | None = None) -> None:
     print(f"editions: English {english:.0f} s, Chinese {chinese:.0f} s more -> {target}")
 
 
-def catalogs(output: Path, cache_home: Path | None = None) -> None:
+def catalogs(output: Path, cache_home: Path = CACHE_HOME) -> None:
     """Extract every page's messages and merge them into ``locale/zh_CN`` (new ones untranslated,
     changed ones fuzzy): the step after any edit of an English page."""
     build_dir = output / "_build"
     _drop_stale_cache(cache_home)
-    config = edition_config(build_dir, "en", cache_home=cache_home)
+    config = edition_config(build_dir, "en", cache_home)
     extract_root = build_dir / "messages"
     _jupyter_book(
         "--config",

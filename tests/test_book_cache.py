@@ -23,7 +23,6 @@ def editions(tmp_path, monkeypatch):
     (tmp_path / "bench" / "results" / "gpu.json").write_text("{}")
     (tmp_path / "pyproject.toml").write_text("[project]\n")
     monkeypatch.setattr(module, "ROOT", tmp_path)
-    monkeypatch.setattr(module, "CACHE_HOME", tmp_path / "_build")
     return module
 
 
@@ -49,13 +48,13 @@ def test_the_fingerprint_follows_contents_and_names_not_byte_code(editions, tmp_
 
 def test_the_cache_is_dropped_when_a_page_input_changes_and_only_then(editions, tmp_path):
     cache = tmp_path / "_build" / ".jupyter_cache"
-    editions._drop_stale_cache()  # first build: no fingerprint yet
+    editions._drop_stale_cache(tmp_path / "_build")  # first build: no fingerprint yet
     cache.mkdir(parents=True)
     (cache / "page.ipynb").write_text("executed")
-    editions._drop_stale_cache()
+    editions._drop_stale_cache(tmp_path / "_build")
     assert (cache / "page.ipynb").exists(), "nothing changed, yet the cache was dropped"
     (tmp_path / "lib/kvcourse/serving.py").write_text("RATE = 2\n")
-    editions._drop_stale_cache()
+    editions._drop_stale_cache(tmp_path / "_build")
     assert not cache.exists(), "the library changed, yet the pages' outputs were kept"
     stamp = (tmp_path / "_build" / ".inputs-hash").read_text().strip()
     assert stamp == editions.inputs_hash()
