@@ -102,6 +102,63 @@ def test_switched_off_watch_notices_copies_and_unhooking():
         pass  # nothing called: nothing to say
 
 
+LONG_REFERENCE = """
+def spread(counts, total):
+    \"\"\"Share ``total`` out in proportion to ``counts``, largest remainders first.\"\"\"
+    whole = sum(counts)
+    shares = [total * c // whole for c in counts]
+    left = total - sum(shares)
+    order = sorted(range(len(counts)), key=lambda i: -(total * counts[i] % whole))
+    for i in order[:left]:
+        shares[i] += 1
+    return shares
+"""
+
+
+@pytest.mark.parametrize(
+    "make_harness", [lambda: harness, private_harness], ids=["library", "private"]
+)
+def test_switched_off_watch_knows_a_pasted_or_retyped_reference(make_harness):
+    """A copy of the reference compiled from its source at other lines, in another file, under
+    another name or with other local names is a copy; a short function written alike is not, nor
+    is code that differs."""
+    watched = make_harness()
+    fake = types.ModuleType("kvcourse.fake_for_checks")
+    exec(compile(LONG_REFERENCE, "kvcourse/fake.py", "exec"), vars(fake))
+    fake.spread.__module__ = fake.__name__
+    short = fake_library_module()
+    pasted = "\n" * 40 + LONG_REFERENCE.replace("def spread", "def my_spread")
+    retyped = (
+        LONG_REFERENCE.replace("shares", "parts")
+        .replace("whole", "n")
+        .replace("left", "extra")
+        .replace("Share ``total``", "Split total")
+    )
+    different = LONG_REFERENCE.replace("-(total", "(total")
+    for source, name, copied in [
+        (pasted, "my_spread", True),
+        (retyped, "spread", True),
+        (different, "spread", False),
+    ]:
+        cell = {}
+        exec(compile(source, "<ipython-input-7>", "exec"), cell)
+        assert cell[name]([1, 2], 6) == ([2, 4] if copied else cell[name]([1, 2], 6))
+        if copied:
+            with pytest.raises(AssertionError, match=rf"a copy of it \({name}\)"):
+                with watched.switched_off(fake, reference="x", watch=True):
+                    cell[name]([1, 2], 6)
+        else:
+            with watched.switched_off(fake, reference="x", watch=True):
+                cell[name]([1, 2], 6)
+    mine = {}
+    exec("\n\ndef twice(x):\n    return 2 * x\n", mine)  # short, written alike elsewhere
+    with watched.switched_off(short, reference="x", watch=True):
+        assert mine["twice"](2) == 4
+    assert watched.code_fingerprint(fake.spread.__code__) == watched.code_fingerprint(
+        types.FunctionType(fake.spread.__code__.replace(co_firstlineno=99), {}).__code__
+    )
+
+
 # --------------------------------------------------------------------------------------- stand_in
 STAND_INS = [
     pytest.param(lambda f: checks.stand_in(f, "online_softmax_update"), id="library"),

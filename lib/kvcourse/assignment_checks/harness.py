@@ -71,6 +71,60 @@ def _library_functions(owner: object) -> list[types.FunctionType]:
     return found
 
 
+#: A function this short is a copy of the reference's only if it is the very same code.
+COPY_MIN_INSTRUCTIONS = 16
+
+
+def code_fingerprint(code: types.CodeType) -> tuple:
+    """``code`` with its location and its names of its own taken out: its instructions, each
+    local variable by the order of its first use instead of its name, each constant by value
+    (nested functions by their fingerprints; the docstring, which the body never loads, is left
+    out), and the global and attribute names it uses. The reference's source pasted anywhere,
+    under another function name or with other names for its local variables, compiles to code
+    with the same fingerprint."""
+    import dis
+
+    arguments = code.co_argcount + code.co_kwonlyargcount
+    arguments += bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)  # *args, **kwargs
+    local: dict[str, int] = {name: i for i, name in enumerate(code.co_varnames[:arguments])}
+    steps = []
+    for step in dis.get_instructions(code):
+        if step.opname in _PLUMBING:
+            continue  # cells made in the order of their names, not of their use
+        if step.opcode in dis.haslocal or step.opcode in dis.hasfree:
+            argument: object = local.setdefault(step.argval, len(local))
+        elif step.opcode in dis.hasconst:
+            value = step.argval
+            if isinstance(value, types.CodeType):
+                argument = code_fingerprint(value)
+            else:
+                argument = (type(value).__name__, value)
+        else:
+            argument = step.argval
+        steps.append((step.opname, argument))
+    return (tuple(steps), code.co_names, code.co_argcount, code.co_kwonlyargcount)
+
+
+def _copy_key(code: types.CodeType) -> tuple:
+    """What a copy shares with its original and is cheap to read: a first sieve before
+    :func:`code_fingerprint`."""
+    return (len(code.co_code), code.co_names, code.co_argcount, code.co_kwonlyargcount)
+
+
+#: Instructions that only move closure cells around, in the order of their names.
+_PLUMBING = frozenset(
+    {"RESUME", "CACHE", "NOP", "EXTENDED_ARG", "MAKE_CELL", "COPY_FREE_VARS", "LOAD_CLOSURE"}
+)
+
+
+def _instructions(code: types.CodeType) -> int:
+    """How many instructions ``code`` has, its nested functions' included."""
+    import dis
+
+    own = sum(1 for i in dis.get_instructions(code) if i.opname not in ("CACHE", "RESUME"))
+    return own + sum(_instructions(c) for c in code.co_consts if isinstance(c, types.CodeType))
+
+
 @contextlib.contextmanager
 def switched_off(*owners: object, reference: str, watch: bool = False) -> Iterator[None]:
     """While the block runs, the library's functions in ``owners`` raise ``AssertionError``:
@@ -79,8 +133,13 @@ def switched_off(*owners: object, reference: str, watch: bool = False) -> Iterat
 
     An owner is a module (every function defined in it, or below it for a package), a class (its
     methods and property getters) or a function. With ``watch``, calls into a *copy* of those
-    functions (a reloaded module, a function rebuilt from their code) are noticed as well, and so
-    is code that unhooks the watch; the block then fails when it ends.
+    functions are noticed as well, and so is code that unhooks the watch; the block then fails
+    when it ends. A copy is a function whose code is the reference's with its location taken out
+    (:func:`code_fingerprint`): a reloaded module, a function rebuilt from the reference's code,
+    the reference's source pasted into a cell (other file, other lines, another function name),
+    or retyped with other names for its local variables. Short functions (fewer than
+    :data:`COPY_MIN_INSTRUCTIONS` instructions: a getter, a one-line wrapper) count only as exact
+    copies, since anyone may write them the same way.
     """
     functions = [f for owner in owners for f in _library_functions(owner)]
     message = (
@@ -89,12 +148,28 @@ def switched_off(*owners: object, reference: str, watch: bool = False) -> Iterat
     )
     refusal = _refusal_code(message)
     saved = [f.__code__ for f in functions]
-    names = {code.co_name for code in saved}
+    long_enough = [code for code in saved if _instructions(code) >= COPY_MIN_INSTRUCTIONS]
+    prints = {code_fingerprint(code) for code in long_enough}
+    keys = {_copy_key(code) for code in long_enough}
     calls: list[str] = []
+    verdicts: dict[int, bool] = {}  # id(code) -> a copy of the reference's?
+    seen: list[types.CodeType] = []  # keeps each judged code alive, so its id is not reused
+
+    def is_copy(code: types.CodeType) -> bool:
+        verdict = verdicts.get(id(code))
+        if verdict is None:
+            verdict = (
+                code is refusal
+                or code in saved
+                or (_copy_key(code) in keys and code_fingerprint(code) in prints)
+            )
+            verdicts[id(code)] = verdict
+            seen.append(code)
+        return verdict
 
     def note(frame, event, arg):
-        code = frame.f_code
-        if event == "call" and (code is refusal or (code.co_name in names and code in saved)):
+        if event == "call" and is_copy(frame.f_code):
+            code = frame.f_code
             calls.append("a switched-off function" if code is refusal else code.co_name)
 
     for f in functions:
