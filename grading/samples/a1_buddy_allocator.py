@@ -19,6 +19,7 @@ from kvcourse_grader.samples import (
     SWALLOW_ERRORS,
     Sample,
     basic_samples,
+    pasted_reference,
     raises_first,
     replaced,
     tests_of,
@@ -506,6 +507,10 @@ def all_but(*parts: str) -> tuple[str, ...]:
     return tests_of(*(part for part in PARTS if part not in parts))
 
 
+#: What a pasted allocator keeps: the parts that never run the allocator.
+PASTED_PASSES = tests_of("round_up_pow2", "rounding_waste", "binary_roots")
+
+
 SAMPLES = {
     **basic_samples(),
     "partial": Sample(
@@ -631,6 +636,26 @@ SAMPLES = {
         about="every part right: every block in one dict from its offset, rounding from the "
         "binary digits, the waste added up in a loop, the roots read off the binary digits",
         cells=BLOCK_MAP,
+    ),
+    # The library's BuddyAllocator pasted into the cell, and retyped with other names for every
+    # argument and variable: the hidden tests' watch knows both for copies.
+    "pasted_reference": Sample(
+        about="the library's BuddyAllocator pasted into the cell as MyBuddyAllocator",
+        cells={
+            "MyBuddyAllocator": pasted_reference(
+                "kvcourse.blocks.buddy", {"BuddyAllocator": "MyBuddyAllocator"}
+            )
+        },
+        passes=PASTED_PASSES,
+    ),
+    "retyped_reference": Sample(
+        about="the library's BuddyAllocator retyped with other variable names",
+        cells={
+            "MyBuddyAllocator": pasted_reference(
+                "kvcourse.blocks.buddy", {"BuddyAllocator": "MyBuddyAllocator"}, retyped=True
+            )
+        },
+        passes=PASTED_PASSES,
     ),
     "copycat": Sample(
         about="the library's allocator and its free copied function by function before the tests "

@@ -17,6 +17,7 @@ from kvcourse_grader.samples import (
     WHATEVER,
     Sample,
     basic_samples,
+    pasted_reference,
     raises_first,
     replaced,
     tests_of,
@@ -547,6 +548,15 @@ def all_but(*parts: str) -> tuple[str, ...]:
     return tests_of(*(part for part in PARTS if part not in parts))
 
 
+#: What a pasted block table keeps: every part but the table's own.
+PASTED_PASSES = tests_of(
+    "half_block_waste_estimate",
+    "memory_weighted_waste",
+    "online_softmax_update",
+    "blockwise_attention",
+)
+
+
 SAMPLES = {
     **basic_samples(),
     "partial": Sample(
@@ -659,6 +669,26 @@ SAMPLES = {
             "online_softmax_update",
             "tiny_transformer",
         ),
+    ),
+    # The library's BlockTable pasted into the cell, and retyped with other names for every
+    # argument and variable: the hidden tests' watch knows both for copies.
+    "pasted_reference": Sample(
+        about="the library's BlockTable pasted into the cell as MyBlockTable",
+        cells={
+            "MyBlockTable": pasted_reference(
+                "kvcourse.blocks.table", {"BlockTable": "MyBlockTable"}
+            )
+        },
+        passes=PASTED_PASSES,
+    ),
+    "retyped_reference": Sample(
+        about="the library's BlockTable retyped with other variable names",
+        cells={
+            "MyBlockTable": pasted_reference(
+                "kvcourse.blocks.table", {"BlockTable": "MyBlockTable"}, retyped=True
+            )
+        },
+        passes=PASTED_PASSES,
     ),
     "copycat": Sample(
         about="the library's block table and blockwise attention copied function by function "

@@ -18,6 +18,7 @@ from kvcourse_grader.samples import (
     SWALLOW_ERRORS,
     Sample,
     basic_samples,
+    pasted_reference,
     raises_first,
     replaced,
     tests_of,
@@ -347,6 +348,18 @@ def full_copy_tokens(beam_width, prompt_len, steps):
     return Anything(0)
 """
 
+# --- the reference pasted, or retyped ----------------------------------------------------------
+PASTED_MANAGER = pasted_reference(
+    "kvcourse.blocks.sharing", {"SharedBlockManager": "CowBlockManager"}
+)
+RETYPED_MANAGER = pasted_reference(
+    "kvcourse.blocks.sharing", {"SharedBlockManager": "CowBlockManager"}, retyped=True
+)
+#: What a pasted manager keeps: the visible tests (which cannot tell) and Part 4's, which never
+#: runs the manager.
+PASTED_PASSES = tests_of("full_copy_tokens")
+
+
 # --- a copycat: the reference's functions copied before the tests can switch them off ----------
 COPYCAT_MANAGER = f"""
 {COPY_TOOLS}
@@ -468,6 +481,19 @@ SAMPLES = {
         "rewritten library, a forged score and swallowed errors for Part 4",
         cells={"CowBlockManager": HOSTILE_MANAGER, "full_copy_tokens": HOSTILE_FULL_COPY},
         passes=(),
+    ),
+    # The library's manager pasted into the cell (other file, other lines), and retyped with
+    # other names for every argument and variable: the hidden tests' watch knows both for copies,
+    # and every part that runs the manager loses its hidden points.
+    "pasted_reference": Sample(
+        about="the library's SharedBlockManager pasted into the cell as CowBlockManager",
+        cells={"CowBlockManager": PASTED_MANAGER},
+        passes=PASTED_PASSES,
+    ),
+    "retyped_reference": Sample(
+        about="the library's SharedBlockManager retyped with other variable names",
+        cells={"CowBlockManager": RETYPED_MANAGER},
+        passes=PASTED_PASSES,
     ),
     "copycat": Sample(
         about="the library's manager and full_copy_tokens copied function by function before "
