@@ -4,6 +4,7 @@ notebooks."""
 
 from __future__ import annotations
 
+import ast
 import sys
 import types
 from pathlib import Path
@@ -157,6 +158,27 @@ def test_switched_off_watch_knows_a_pasted_or_retyped_reference(make_harness):
     assert watched.code_fingerprint(fake.spread.__code__) == watched.code_fingerprint(
         types.FunctionType(fake.spread.__code__.replace(co_firstlineno=99), {}).__code__
     )
+
+
+def test_a_copy_compiled_one_statement_at_a_time_is_a_copy():
+    """IPython compiles a cell one statement at a time, so a pasted ``module.function(...)``
+    call compiles to other instructions (LOAD_METHOD) than in the library's file (LOAD_ATTR),
+    and its jumps move: still a copy."""
+    source = (
+        "import bisect\n\n\ndef place(xs, x, limit):\n"
+        "    if len(xs) >= limit:\n        xs.pop(0)\n"
+        "    else:\n        x = x + 1\n"
+        "    bisect.insort(xs, x)\n    return [v for v in xs if v != x] + [len(xs)]\n"
+    )
+    fake = types.ModuleType("kvcourse.fake_for_checks")
+    exec(compile(source, "kvcourse/fake.py", "exec"), vars(fake))
+    cell: dict = {}
+    for statement in ast.parse(source).body:  # as IPython runs a cell
+        exec(compile(ast.Module([statement], []), "<cell>", "exec"), cell)
+    assert cell["place"].__code__.co_code != fake.place.__code__.co_code
+    with pytest.raises(AssertionError, match=r"a copy of it \(place\)"):
+        with harness.switched_off(fake, reference="x", watch=True):
+            cell["place"]([1, 3], 2, 5)
 
 
 # --------------------------------------------------------------------------------------- stand_in

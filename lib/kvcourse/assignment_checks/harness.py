@@ -87,12 +87,14 @@ def code_fingerprint(code: types.CodeType) -> tuple:
     arguments = code.co_argcount + code.co_kwonlyargcount
     arguments += bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)  # *args, **kwargs
     local: dict[str, int] = {name: i for i, name in enumerate(code.co_varnames[:arguments])}
+    kept = [step for step in dis.get_instructions(code) if step.opname not in _PLUMBING]
+    place = {step.offset: index for index, step in enumerate(kept)}
     steps = []
-    for step in dis.get_instructions(code):
-        if step.opname in _PLUMBING:
-            continue  # cells made in the order of their names, not of their use
+    for step in kept:
         if step.opcode in dis.haslocal or step.opcode in dis.hasfree:
             argument: object = local.setdefault(step.argval, len(local))
+        elif step.opcode in dis.hasjrel or step.opcode in dis.hasjabs:
+            argument = place.get(step.argval)  # by instruction, not by byte: see _SAME_STEP
         elif step.opcode in dis.hasconst:
             value = step.argval
             if isinstance(value, types.CodeType):
@@ -101,14 +103,20 @@ def code_fingerprint(code: types.CodeType) -> tuple:
                 argument = (type(value).__name__, value)
         else:
             argument = step.argval
-        steps.append((step.opname, argument))
+        steps.append((_SAME_STEP.get(step.opname, step.opname), argument))
     return (tuple(steps), code.co_names, code.co_argcount, code.co_kwonlyargcount)
 
 
 def _copy_key(code: types.CodeType) -> tuple:
     """What a copy shares with its original and is cheap to read: a first sieve before
     :func:`code_fingerprint`."""
-    return (len(code.co_code), code.co_names, code.co_argcount, code.co_kwonlyargcount)
+    return (code.co_names, code.co_argcount, code.co_kwonlyargcount)
+
+
+#: One step compiled two ways: ``module.function(...)`` calls its function by ``LOAD_ATTR`` when
+#: the compiler saw ``import module`` in the same file, by ``LOAD_METHOD`` in a notebook cell,
+#: which IPython compiles one statement at a time.
+_SAME_STEP = {"LOAD_METHOD": "LOAD_ATTR"}
 
 
 #: Instructions that only move closure cells around, in the order of their names.
