@@ -20,6 +20,7 @@ from kvcourse_grader.samples import (
     SWALLOW_ERRORS,
     Sample,
     basic_samples,
+    pasted_reference,
     raises_first,
     replaced,
     tests_of,
@@ -277,6 +278,17 @@ def _disarmed(solution: str) -> str:
 
 _LATER = ("preempt", "recover", "no_deadlock")
 
+PASTED_SCHEDULER = pasted_reference(
+    "kvcourse.serving.preemption", {"VllmPaperScheduler": "MyScheduler"}
+)
+RETYPED_SCHEDULER = pasted_reference(
+    "kvcourse.serving.preemption", {"VllmPaperScheduler": "MyScheduler"}, retyped=True
+)
+#: What a pasted scheduler keeps: Ex 6 (its own cell), and choose_victim, a one-line method
+#: anyone may write alike (the similarity report shows the paste to a person).
+PASTED_PASSES = tests_of("ex6", "choose_victim")
+
+
 SAMPLES = {
     **basic_samples(),
     "partial": Sample(
@@ -386,6 +398,18 @@ SAMPLES = {
         "forged score and swallowed errors",
         cells={"MyScheduler": HOSTILE_SCHEDULER, "ex6": HOSTILE_EX6},
         passes=(),
+    ),
+    # vLLM's hooks pasted into the cell (the library's whole scheduler module, VllmPaperScheduler
+    # renamed MyScheduler), and retyped with other names for every argument and variable.
+    "pasted_reference": Sample(
+        about="the library's VllmPaperScheduler pasted into the cell as MyScheduler",
+        cells={"MyScheduler": PASTED_SCHEDULER},
+        passes=PASTED_PASSES,
+    ),
+    "retyped_reference": Sample(
+        about="the library's VllmPaperScheduler retyped with other variable names",
+        cells={"MyScheduler": RETYPED_SCHEDULER},
+        passes=PASTED_PASSES,
     ),
     "copycat": Sample(
         about="vLLM's three hooks copied function by function before the tests run",
