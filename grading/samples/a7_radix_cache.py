@@ -132,6 +132,26 @@ FREE_COUNTED_BEFORE_EVICTION = replaced(
     "            node.refs -= 1\n",
 )
 
+#: insert never stamps the path it walks with the clock: a sequence stored again (or released)
+#: does not count as a use, so its nodes keep the time they were last acquired or made.
+INSERT_NO_STAMP = replaced(
+    "        for node in path:\n"
+    "            node.last_used = self.clock\n"
+    "        new = len(tokens) - matched\n",
+    "        new = len(tokens) - matched\n",
+)
+
+#: acquire advances the clock before it checks the request id: a refused acquire (the id holds
+#: an acquisition already) changes no node, but the uses after it count as a later arrival.
+REFUSED_ACQUIRE_TICKS = replaced(
+    "        if request_id in self.requests:\n"
+    '            raise ValueError(f"request {request_id!r} already holds an acquisition")\n'
+    "        self.clock += 1\n",
+    "        self.clock += 1\n"
+    "        if request_id in self.requests:\n"
+    '            raise ValueError(f"request {request_id!r} already holds an acquisition")\n',
+)
+
 # --- Part 5: the last token ---------------------------------------------------------------------
 #: match and acquire may reuse the whole prompt: no token is left to compute the logits of.
 REUSES_LAST_TOKEN = replaced("max(len(tokens) - 1, 0)", "len(tokens)")
@@ -473,6 +493,20 @@ SAMPLES = {
         about="insert counts the free slots before it makes room, so it stores only those",
         cells={"MyRadixCache": FREE_COUNTED_BEFORE_EVICTION},
         passes=all_but("evict"),
+    ),
+    "insert_no_stamp": Sample(
+        about="insert does not stamp the path it walks with the clock",
+        # the stamps show only in which leaf goes first: Parts 2 and 3 never evict, and Part 4's
+        # worked examples store no sequence twice after a clock tick
+        cells={"MyRadixCache": INSERT_NO_STAMP},
+        passes=(*all_but("evict"), "test_evict"),
+    ),
+    "refused_acquire_ticks": Sample(
+        about="a refused acquire (its id holds one already) still advances the clock",
+        # Part 3 checks that a refused call leaves the tree as it was; the clock shows only in
+        # which leaf goes first, in Part 4's hidden tests (its worked examples refuse no call)
+        cells={"MyRadixCache": REFUSED_ACQUIRE_TICKS},
+        passes=(*all_but("evict"), "test_evict"),
     ),
     "reuses_last_token": Sample(
         about="match and acquire may reuse the whole prompt, its last token included",
