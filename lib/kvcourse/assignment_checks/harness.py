@@ -22,6 +22,7 @@ only inside :func:`stand_in`), and a test holds it to that.
 from __future__ import annotations
 
 import contextlib
+import dis
 import importlib
 import importlib.util
 import pkgutil
@@ -82,8 +83,6 @@ def code_fingerprint(code: types.CodeType) -> tuple:
     out), and the global and attribute names it uses. The reference's source pasted anywhere,
     under another function name or with other names for its local variables, compiles to code
     with the same fingerprint."""
-    import dis
-
     arguments = code.co_argcount + code.co_kwonlyargcount
     arguments += bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)  # *args, **kwargs
     local: dict[str, int] = {name: i for i, name in enumerate(code.co_varnames[:arguments])}
@@ -127,8 +126,6 @@ _PLUMBING = frozenset(
 
 def _instructions(code: types.CodeType) -> int:
     """How many instructions ``code`` has, its nested functions' included."""
-    import dis
-
     own = sum(1 for i in dis.get_instructions(code) if i.opname not in ("CACHE", "RESUME"))
     return own + sum(_instructions(c) for c in code.co_consts if isinstance(c, types.CodeType))
 
