@@ -115,6 +115,20 @@ def _line(outcome: JobOutcome) -> str:
     return f"{head}  {score:5g} / {total:g}  ({outcome.seconds:.1f} s){extra}"
 
 
+def _with_behaviour(course: Course, outcome: JobOutcome) -> JobOutcome:
+    """``outcome`` with the review findings of what its code did when graded (the audit
+    record in the autograded notebook) added to its flags."""
+    from dataclasses import replace
+
+    from kvcourse_grader.review import behaviour_flags
+
+    if not outcome.graded:
+        return outcome
+    path = course.autograded / outcome.student / outcome.assignment / f"{outcome.assignment}.ipynb"
+    found = [f for f in behaviour_flags(path) if f not in outcome.flags]
+    return replace(outcome, flags=(*outcome.flags, *found)) if found else outcome
+
+
 def _progress(outcomes, total: int, show: bool | None):
     from tqdm.auto import tqdm
 
@@ -174,7 +188,8 @@ def cmd_autograde(course: Course, args: argparse.Namespace) -> int:
     show = sys.stderr.isatty() if args.progress is None else args.progress
     done: list[JobOutcome] = []
     try:
-        for outcome in _progress(outcomes, len(jobs), show):
+        seen = (_with_behaviour(course, outcome) for outcome in outcomes)
+        for outcome in _progress(seen, len(jobs), show):
             done.append(outcome)
     except KeyboardInterrupt:
         runner.stop_all_runs()

@@ -7,6 +7,7 @@
     kvcourse-grade autograde [ASSIGNMENT ...]            every submission, many students at once
     kvcourse-grade feedback  [ASSIGNMENT ...]            HTML feedback, hidden tests removed
     kvcourse-grade export    [--to grading/grades.csv]   grades as CSV
+    kvcourse-grade similarity ASSIGNMENT [--out CSV]     code similarity to the reference, peers
 
 Every step runs nbgrader in ``<root>/grading`` (where ``nbgrader_config.py`` is); the course root is
 found from the current directory upward, or given with ``--course-root``. Each step prints what it
@@ -31,6 +32,7 @@ from kvcourse_grader.autograde import cmd_autograde
 from kvcourse_grader.bundle import add_bundle_parser
 from kvcourse_grader.course import CommandError, Course, point_split
 from kvcourse_grader.gradebook_lock import serialize_sqlite_sessions
+from kvcourse_grader.similarity import add_similarity_parser
 
 __all__ = ["CommandError", "Course", "build_parser", "main"]
 
@@ -172,6 +174,16 @@ def cmd_feedback(course: Course, args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------------------------- export
+def _export_behaviour(course: Course) -> None:
+    """Write ``grading/behaviour.csv``: per student and assignment, what the code was seen doing
+    when graded (the audit record's review findings), for the instructor; never imported."""
+    from kvcourse_grader import audit, lms_out
+
+    rows = audit.behaviour_table(course.autograded)
+    target = lms_out.write_csv(rows, course.grading / "behaviour.csv")
+    print(f"wrote {len(rows) - 1} behaviour finding(s) for review to {course.rel(target)}")
+
+
 def _export_lms(course: Course, args: argparse.Namespace) -> int:
     from kvcourse_grader import lms_out
 
@@ -199,6 +211,7 @@ def _export_lms(course: Course, args: argparse.Namespace) -> int:
         else:
             print(f"{line}{score}")
     print(f"wrote {len(rows) - 1} row(s) for {args.lms}'s import to {course.rel(target)}")
+    _export_behaviour(course)
     return EXIT_FAILED if skipped else EXIT_OK
 
 
@@ -221,6 +234,7 @@ def cmd_export(course: Course, args: argparse.Namespace) -> int:
             f"{float(row['score']):5g} / {float(row['max_score']):g}"
         )
     print(f"wrote {len(rows)} row(s) to {course.rel(target)}")
+    _export_behaviour(course)
     return EXIT_OK
 
 
@@ -352,6 +366,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--assignment", help="only this assignment (needed with --lms moodle)")
     p.set_defaults(run=cmd_export)
+
+    add_similarity_parser(steps)
     return parser
 
 

@@ -20,13 +20,17 @@ behaviour as ``kvcourse-grade``.
   not run the cells after the last test cell, which score nothing (the "plug it in" cell), and
   keeps the hidden tests' text from the student (:mod:`kvcourse_grader.leaks`): hidden cells run
   unrecorded, with the student's IPython hooks taken off, and any later output that quotes them
-  is removed.
+  is removed. Before any student code runs it installs an audit hook in the kernel
+  (:mod:`kvcourse_grader.audit`) that records what each cell's code did (imports, files, tracers,
+  run-time compiles, processes, sockets, ctypes), and keeps that record in the notebook's
+  metadata (``metadata.kvcourse.behaviour``) for the review.
 """
 
 from __future__ import annotations
 
 import ast
 import json
+import secrets
 import time
 from queue import Empty
 from typing import Any
@@ -39,7 +43,7 @@ from nbgrader import utils
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Bool, Float, Integer, Unicode
 
-from kvcourse_grader import leaks
+from kvcourse_grader import audit, leaks
 from kvcourse_grader.hidden_harness import with_private_harness
 
 #: ``ename`` of the error output RobustExecute gives to cells it could not run.
@@ -188,6 +192,9 @@ class RobustExecute(Execute):
     _started: float = 0.0
     _kept: dict[int, int] = {}
     _noted: set[tuple[int, str]] = set()
+    _token: str = ""
+    _behaviour: dict | None = None
+    _unread: int | None = None
 
     def output(self, outs, msg, display_id, cell_index):
         limit = self.max_output_bytes
@@ -220,9 +227,13 @@ class RobustExecute(Execute):
         self._started = time.monotonic()
         self._kept, self._noted = {}, set()  # per cell: characters kept, streams cut
         self._keep = None
+        self._token, self._behaviour, self._unread = secrets.token_hex(12), None, None
         graded = [i for i, c in enumerate(nb.cells) if utils.is_grade(c) or utils.is_solution(c)]
         self._last_test = max(graded, default=len(nb.cells))
         nb, resources = super().preprocess(nb, resources, km)
+        nb.metadata.setdefault("kvcourse", {})["behaviour"] = audit.metadata(
+            self._behaviour, self._unread
+        )
         removed = leaks.redact_notebook(nb)
         for index, pieces in removed.items():
             shown = "; ".join(piece[:60] for piece in pieces[:5])
@@ -251,10 +262,17 @@ class RobustExecute(Execute):
         )
         try:
             if self._keep is None:  # before any code of the student's has run
+                run_sync(self._quietly)(audit.install_code(self._token))
                 self._keep = json.loads(run_sync(self._quietly)("", leaks.BASELINE_EXPRESSION))
             if hidden:  # its private harness, unrecorded, the student's hooks off
                 run_sync(self._quietly)(leaks.unhook_code(self._keep))
                 cell.source = with_private_harness(written)
+            # nbgrader put the instructor's copy of a locked or test cell back (it drops the
+            # grade_id of a cell the gradebook does not know): its own frames are not recorded
+            grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", "")
+            theirs = utils.is_locked(cell) or (utils.is_grade(cell) and not utils.is_solution(cell))
+            kind = "instructor" if grade_id and theirs else "student"
+            run_sync(self._quietly)(audit.enter_code(self._token, index, kind, grade_id))
             self._check_assign_resources(resources)
             cell = self.execute_cell(cell, index, store_history=not hidden)
             resources = self.resources
@@ -280,17 +298,36 @@ class RobustExecute(Execute):
             self._lost = f"the kernel stayed busy after cell {index} timed out and was stopped"
             self.log.error("Kernel unresponsive after cell %d timed out; stopping it", index)
             run_sync(self._stop_kernel)()
-        elif hidden:
+        else:
             try:
-                run_sync(self._quietly)(leaks.FORGET_CODE)
+                if hidden:
+                    run_sync(self._quietly)(leaks.FORGET_CODE)
+                self._read_behaviour(index)
             except (DeadKernelError, CellTimeoutError):
                 self._lost = f"the kernel was lost after cell {index}"
         return cell, resources
+
+    def _read_behaviour(self, index: int) -> None:
+        """Ask the kernel's audit hook for its record after cell ``index``; a record that cannot
+        be read (the student broke the channel) is remembered and reported."""
+        text = run_sync(self._quietly)(
+            audit.read_code(self._token), audit.read_expression(self._token)
+        )
+        record = audit.parse_read(text)
+        if record is None:
+            if self._unread is None:
+                self._unread = index
+                self.log.warning("The behaviour record could not be read after cell %d", index)
+            return
+        self._behaviour, self._unread = record, None
 
     async def _quietly(self, code: str, expression: str = "") -> str:
         """Run ``code`` silently and unrecorded (no output, no history, no event callbacks);
         the plain-text value of ``expression`` ("" when there is none, or "{}" for a failure)."""
         assert self.kc is not None
+        if self._token and not code.startswith(audit.marker(self._token)):
+            # the audit hook leaves the grader's own code unrecorded
+            code = f"{audit.marker(self._token)}\n{code or 'pass'}"
         expressions = {"value": expression} if expression else {}
         msg_id = self.kc.execute(
             code, silent=True, store_history=False, user_expressions=expressions, allow_stdin=False

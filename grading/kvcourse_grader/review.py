@@ -4,6 +4,8 @@ nbgrader runs the tests in the student's own kernel, so a determined student can
 the tests use. The tests resist the cheap tricks (always-equal objects, a rewritten library, a
 forged partial score, swallowed assertion errors); this scan names the code that tries such things,
 or anything stranger, so a person can look. It only reads the notebook: it never changes a grade.
+Names can be computed (``__import__("line" + "cache")``), so :func:`behaviour_flags` adds what
+the code was seen doing while it was graded (:mod:`kvcourse_grader.audit`).
 """
 
 from __future__ import annotations
@@ -171,6 +173,15 @@ def review_source(source: str, modules: set[str]) -> list[str]:
             elif last in SUSPICIOUS:
                 found.append(f"uses .{last} ({SUSPICIOUS[last]})")
     return list(dict.fromkeys(found))
+
+
+def behaviour_flags(autograded: Path | str) -> list[str]:
+    """Findings from what the code did when it was graded: the audit hook's record in the
+    autograded notebook (:mod:`kvcourse_grader.audit`), which sees what names hide, e.g.
+    ``cell 7 (grade_id sol_x): imported linecache; read files /etc/passwd``."""
+    from kvcourse_grader.audit import notebook_flags
+
+    return notebook_flags(autograded)
 
 
 def protected_ids(source_notebook: Path | str) -> set[str]:

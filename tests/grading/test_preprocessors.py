@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from nbformat.v4 import new_code_cell, new_output
 
 from kvcourse_grader.preprocessors import DisablePartialCredit, RedactHiddenTests
@@ -100,3 +102,48 @@ def test_cells_after_the_last_test_score_nothing_and_are_not_run(tmp_path):
     everything = RobustExecute(kernel_name="python3", run_after_last_test=True)
     ran = everything.preprocess(nb, {"metadata": {"path": str(tmp_path)}})
     assert [o.get("text") for o in ran[0].cells[2].outputs] == ["plug in\n"]
+
+
+def test_behaviour_is_recorded_by_what_code_does_not_by_its_names(tmp_path):
+    """A computed import, a tracer and a file read, hidden from the static review, are seen by
+    the kernel's audit hook, attributed to the student's cell and named by the review."""
+    from nbformat.v4 import new_notebook
+
+    from kvcourse_grader.preprocessors import RobustExecute
+    from kvcourse_grader.review import behaviour_flags
+
+    def cell(source, **nbgrader):
+        made = new_code_cell(source)
+        made.metadata["nbgrader"] = {"schema_version": 3, "locked": False, **nbgrader}
+        return made
+
+    nb = new_notebook(
+        cells=[
+            cell("import math, collections", solution=False, grade=False, grade_id="setup"),
+            cell(
+                "import sys\nm = __import__('line' + 'cache')\nsys.settrace(None)\n"
+                "text = open('/etc/hostname').read()\nx = 42",
+                solution=True,
+                grade=False,
+                grade_id="sol_x",
+            ),
+            cell(
+                "import sys\nsys.setprofile(None)\nassert x == 42",
+                grade=True,
+                grade_id="t",
+                solution=False,
+                points=1,
+            ),
+        ]
+    )
+    nb.cells[0].metadata["nbgrader"]["locked"] = True
+    ran, _ = RobustExecute(kernel_name="python3").preprocess(
+        nb, {"metadata": {"path": str(tmp_path)}}
+    )
+    assert not [o for c in ran.cells for o in c.outputs if o.output_type == "error"]
+    path = tmp_path / "graded.ipynb"
+    path.write_text(json.dumps(ran))
+    assert behaviour_flags(path) == [
+        "cell 1 (grade_id sol_x): imported linecache; read files /etc/hostname; "
+        "turned on a tracer (sys.settrace)"
+    ]
