@@ -20,7 +20,11 @@ student's visible tests need them.
 * :mod:`kvcourse_grader.preprocessors`: nbgrader preprocessors that close gaps in nbgrader 0.9
   (hidden tests in feedback, forged partial credit, a dead kernel failing a whole submission) and
   give hidden cells their private harness; ``grading/nbgrader_config.py`` installs them;
-* :mod:`kvcourse_grader.review`: flags submission code an instructor should look at;
+* :mod:`kvcourse_grader.review`: flags submission code an instructor should look at, with
+  :mod:`kvcourse_grader.audit` (what the code did while graded, from an audit hook in the
+  kernel) and :mod:`kvcourse_grader.leaks` (hidden tests' text kept out of the feedback);
+* :mod:`kvcourse_grader.similarity`: each submission's code compared with the library's
+  reference and with the other students' (copydetect), for a person to read;
 * :mod:`kvcourse_grader.lms_out`: grades out as the CSV Canvas or Moodle imports;
 * :mod:`kvcourse_grader.samples`: sample submissions built from the current release, and the code
   the sample descriptions of ``grading/samples/`` share.
