@@ -19,7 +19,12 @@ student's visible tests need them.
 * :mod:`kvcourse_grader.sandbox`: every student kernel in a bubblewrap sandbox;
 * :mod:`kvcourse_grader.preprocessors`: nbgrader preprocessors that close gaps in nbgrader 0.9
   (hidden tests in feedback, forged partial credit, a dead kernel failing a whole submission) and
-  give hidden cells their private harness; ``grading/nbgrader_config.py`` installs them;
+  run hidden cells last, out of the kernel; ``grading/nbgrader_config.py`` installs them;
+* :mod:`kvcourse_grader.snapshots`, :mod:`kvcourse_grader.snapshot_server`: a snapshot of the
+  student's kernel forked where a hidden cell stands, and the server it runs;
+  :mod:`kvcourse_grader.hidden_runs`: a hidden cell run in its snapshot, or in the grader with
+  :mod:`kvcourse_grader.remote` (the student's code across the socket);
+  :mod:`kvcourse_grader.hidden_harness`: the private harness the hidden cells use;
 * :mod:`kvcourse_grader.review`: flags submission code an instructor should look at, with
   :mod:`kvcourse_grader.audit` (what the code did while graded, from an audit hook in the
   kernel) and :mod:`kvcourse_grader.leaks` (hidden tests' text kept out of the feedback);

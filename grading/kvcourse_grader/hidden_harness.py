@@ -10,9 +10,11 @@ the import, in the source that runs and nowhere else, with code that compiles th
 the grading machine's own file into a fresh module object that is in no registry the student's
 code could have reached, and binds the imported names from it.
 
-:class:`~kvcourse_grader.preprocessors.RobustExecute` runs every hidden cell this way; the
+:class:`~kvcourse_grader.preprocessors.RobustExecute` runs every hidden cell this way, in the
+snapshot of the kernel taken where the cell stands (:mod:`kvcourse_grader.hidden_runs`); the
 notebook keeps the cell's source as written, so the autograded copy and the feedback show only
-the import line (and the feedback removes hidden regions altogether).
+the import line (and the feedback removes hidden regions altogether). The snapshot's server uses
+the same private copy for the ``switched_off`` of hidden cells that run in the grader.
 """
 
 from __future__ import annotations

@@ -14,15 +14,22 @@ cells and one function the hidden tests call.
   taken off before each hidden cell.
 * ``leaks_callers``: a function the hidden tests call stashes the constants of the frames
   above it (the hidden cell's expected values among them); the last solution cell
-  prints the stash base64-encoded. Nothing in the kernel can stop this one: the output is
-  removed and the submission flagged.
+  prints the stash base64-encoded. Nothing in the kernel can stop this one where the hidden
+  tests run in the kernel: the output is removed and the submission flagged. Where they run in
+  the grader (:mod:`kvcourse_grader.remote`) the frames above it are the snapshot server's, and
+  the stash holds nothing of the tests.
+* ``leaks_tracer``: the first solution cell installs a trace function (``sys.settrace`` and
+  ``threading.settrace``) that records the constants and local variables of every function
+  called from then on; the last solution cell prints the record XOR-scrambled into hex, which no
+  output search recognises. Only hidden tests that run in the grader resist it:
+  :func:`read_traced` unscrambles the record for the tests that prove nothing of them is in it.
 """
 
 from __future__ import annotations
 
 from kvcourse_grader.samples import Sample
 
-__all__ = ["READ_HISTORY", "leak_samples"]
+__all__ = ["READ_HISTORY", "leak_samples", "read_traced"]
 
 #: Prints what IPython and Python keep of earlier cells' source.
 READ_HISTORY = """
@@ -86,6 +93,48 @@ print("stash:", base64.b64encode("\\n".join(STASH).encode()).decode())
 """
 
 
+#: Records every function called from now on: its code's constants and its local variables.
+TRACE_ALL = """
+
+import sys as _sys
+import threading as _threading
+
+TRACED = []
+
+
+def _trace_everything(frame, event, arg):
+    if event == "call" and frame.f_code.co_filename.startswith(("<", "kvcourse")):
+        for value in (frame.f_code.co_consts, frame.f_locals):
+            try:
+                TRACED.append(repr(value)[:4000])
+            except Exception:  # a value whose repr fails
+                pass
+    return None
+
+
+_sys.settrace(_trace_everything)
+_threading.settrace(_trace_everything)
+"""
+
+#: The mark before the scrambled record in the last cell's output.
+TRACED_MARK = "traced:"
+
+#: Prints the record, each byte XOR 0x5A, in hex.
+PRINT_TRACED = """
+print("traced:", bytes(b ^ 0x5A for b in "\\n".join(TRACED).encode()).hex())
+
+"""
+
+
+def read_traced(text: str) -> str:
+    """What ``leaks_tracer`` recorded, from the text of its printed output ("" if none)."""
+    for line in text.splitlines():
+        if line.startswith(TRACED_MARK):
+            scrambled = bytes.fromhex(line[len(TRACED_MARK) :].strip())
+            return bytes(b ^ 0x5A for b in scrambled).decode("utf-8", "replace")
+    return ""
+
+
 def leak_samples(first_cell: str, last_cell: str, called: str) -> dict[str, Sample]:
     """The three samples of the module docstring for an assignment whose first and last solution
     cells are ``first_cell`` and ``last_cell`` (grade ids) and whose hidden tests call the
@@ -107,6 +156,14 @@ def leak_samples(first_cell: str, last_cell: str, called: str) -> dict[str, Samp
             cells={
                 first_cell: lambda solution: solution + STASH_CALLERS.format(name=called),
                 last_cell: lambda solution: PRINT_STASH + solution,
+            },
+        ),
+        "leaks_tracer": Sample(
+            about="correct, but a trace function records every call's constants and locals, "
+            "printed scrambled",
+            cells={
+                first_cell: lambda solution: TRACE_ALL + solution,
+                last_cell: lambda solution: PRINT_TRACED + solution,
             },
         ),
     }

@@ -1,24 +1,21 @@
 """Keep the text of hidden tests out of everything a student gets back.
 
-nbgrader runs the hidden tests in the student's own kernel, after the student's code. Whatever
-that code leaves behind (an IPython event callback, an input transformer, a thread, a function
-the tests call) can read the hidden cell's source while it runs: from IPython's input history,
-from ``linecache``, from the caller's frame. Two layers stop it reaching the student:
+The hidden tests never run in the kernel whose outputs the student gets back:
+:class:`~kvcourse_grader.preprocessors.RobustExecute` runs each one, once every cell of the
+notebook has run, in a *snapshot* of the kernel taken where the cell stands, or in the grader
+itself (:mod:`kvcourse_grader.remote`). Whatever the student's code reads there (a trace function,
+the caller's frame) goes nowhere: the snapshot's output is dropped and it ends right after. Their
+text never enters the kernel's input history or ``linecache`` either. Two more layers stay:
 
-1. **In the kernel** (:func:`unhook_code` and :data:`FORGET_CODE`, run by
-   :class:`~kvcourse_grader.preprocessors.RobustExecute` around every hidden cell as silent
-   requests): before the cell, the event callbacks and input transformers the student's code
-   added are taken off; after it, the cell's source is dropped from ``linecache``. Hidden cells
-   run with ``store_history=False``, so ``In``, ``_ih`` and the history database never hold them.
-2. **In the outputs** (:func:`redact_notebook`, at autograde): every output of every cell that ran
+1. **In the outputs** (:func:`redact_notebook`, at autograde): every output of every cell that ran
    after the first hidden cell is searched for the hidden cells' distinctive lines and literals
    (:class:`HiddenText`), also base64- or hex-encoded, reversed or escaped; an output that holds one
    is replaced by :data:`REMOVED`, and the submission is flagged for review
-   (:func:`removal_flags`). The hidden cells' own outputs never reach the feedback at all
+   (:func:`removal_flags`). With the tests outside the kernel nothing of them should ever be
+   found there; the search stays as a second line (a hidden line that a visible cell also
+   printed, an autograde run with an older grader).
+2. **In the feedback**: the hidden cells' own outputs never reach it at all
    (:class:`~kvcourse_grader.preprocessors.RedactHiddenTests`).
-
-Code running in the kernel can always re-encode what it reads in ways no search recognises;
-the review flag and the static review (:mod:`kvcourse_grader.review`) point a person at it.
 """
 
 from __future__ import annotations
@@ -39,14 +36,11 @@ from nbformat.v4 import new_output
 __all__ = [
     "REMOVED",
     "declared_properties",
-    "BASELINE_EXPRESSION",
-    "FORGET_CODE",
     "HiddenText",
     "hidden_text",
     "is_hidden_cell",
     "redact_notebook",
     "removal_flags",
-    "unhook_code",
 ]
 
 BEGIN, END = "BEGIN HIDDEN TESTS", "END HIDDEN TESTS"
@@ -250,45 +244,3 @@ def removal_flags(nb_json: dict) -> list[str]:
         return []
     where = ", ".join(str(index) for index in dict.fromkeys(cells))
     return [f"cell {where}: printed text of a hidden test (removed from its output)"]
-
-
-#: Hooks of IPython through which code sees a cell's source before or as it runs.
-HOOKS = ("input_transformers_cleanup", "input_transformers_post", "ast_transformers")
-
-#: A user expression, evaluated once before the first cell: the ids of the event callbacks and
-#: input transformers a clean kernel has (as JSON), to keep when the student's are taken off.
-BASELINE_EXPRESSION = (
-    "__import__('json').dumps(dict([(n, [id(c) for c in cs]) for n, cs in "
-    "__import__('IPython').get_ipython().events.callbacks.items()] + [(h, [id(t) for t in "
-    f"getattr(__import__('IPython').get_ipython(), h)]) for h in {HOOKS!r}]))"
-)
-
-
-def unhook_code(keep: dict[str, list[int]]) -> str:
-    """Code, run silently before a hidden cell, that takes off every event callback and input
-    transformer except those of the clean kernel (``keep``, from :data:`BASELINE_EXPRESSION`)."""
-    return f"""
-def _kvcourse_unhook(keep):
-    ip = __import__('IPython').get_ipython()
-    for name, callbacks in ip.events.callbacks.items():
-        callbacks[:] = [cb for cb in callbacks if id(cb) in keep.get(name, ())]
-    ip.events.__dict__.pop('trigger', None)
-    for hook in {HOOKS!r}:
-        getattr(ip, hook)[:] = [t for t in getattr(ip, hook) if id(t) in keep.get(hook, ())]
-_kvcourse_unhook({keep!r})
-del _kvcourse_unhook
-"""
-
-
-#: Code, run silently after a hidden cell, that drops its source from ``linecache``.
-FORGET_CODE = """
-def _kvcourse_forget():
-    import linecache
-    for cache in (linecache.cache, getattr(linecache, '_ipython_cache', {})):
-        for name, entry in list(cache.items()):
-            lines = entry[2] if isinstance(entry, tuple) and len(entry) > 2 else entry
-            if isinstance(lines, list) and any('BEGIN HIDDEN TESTS' in str(l) for l in lines):
-                del cache[name]
-_kvcourse_forget()
-del _kvcourse_forget
-"""

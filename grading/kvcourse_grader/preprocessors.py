@@ -15,26 +15,28 @@ behaviour as ``kvcourse-grade``.
   kernel dies or stays busy after a timeout interrupt. This keeps the cells that already ran and
   marks the rest as not run, so they score zero and the earlier ones keep their points. It also
   caps the output a cell keeps while it runs, so a cell that prints without end cannot fill the
-  grader's memory (nbgrader's ``LimitOutput`` trims lines only after the run), runs each test
-  cell with the hidden tests' private harness (:mod:`kvcourse_grader.hidden_harness`), does
-  not run the cells after the last test cell, which score nothing (the "plug it in" cell), and
-  keeps the hidden tests' text from the student (:mod:`kvcourse_grader.leaks`): hidden cells run
-  unrecorded, with the student's IPython hooks taken off, and any later output that quotes them
-  is removed. Before any student code runs it installs an audit hook in the kernel
-  (:mod:`kvcourse_grader.audit`) that records what each cell's code did (imports, files, tracers,
-  run-time compiles, processes, sockets, ctypes), and keeps that record in the notebook's
-  metadata (``metadata.kvcourse.behaviour``) for the review.
+  grader's memory (nbgrader's ``LimitOutput`` trims lines only after the run), and does not run
+  the cells after the last test cell, which score nothing (the "plug it in" cell). It never runs
+  a hidden cell in the kernel: where one stands, the kernel forks a snapshot of itself, and once
+  every cell has run (nothing the kernel does can reach the student any more) the hidden tests
+  run in that snapshot, with the private harness (:mod:`kvcourse_grader.hidden_harness`), or,
+  for a cell that says so, in the grader itself, calling the student's code in the snapshot
+  (:mod:`kvcourse_grader.remote`). Any later output that quotes a hidden test is still removed
+  (:mod:`kvcourse_grader.leaks`). Before any student code runs it installs an audit hook in the
+  kernel (:mod:`kvcourse_grader.audit`) that records what each cell's code did (imports, files,
+  tracers, run-time compiles, processes, sockets, ctypes), and keeps that record in the
+  notebook's metadata (``metadata.kvcourse.behaviour``) for the review.
 """
 
 from __future__ import annotations
 
 import ast
-import json
 import secrets
 import time
 from queue import Empty
 from typing import Any
 
+import nbformat
 from jupyter_core.utils import ensure_async, run_sync
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat.notebooknode import NotebookNode
@@ -43,7 +45,7 @@ from nbgrader import utils
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Bool, Float, Integer, Unicode
 
-from kvcourse_grader import audit, leaks
+from kvcourse_grader import audit, hidden_runs, leaks, remote, snapshots
 from kvcourse_grader.hidden_harness import with_private_harness
 
 #: ``ename`` of the error output RobustExecute gives to cells it could not run.
@@ -152,6 +154,11 @@ class RobustExecute(Execute):
     notebook has run for ``notebook_budget`` seconds. The cell that was running gets an error; every
     later code cell gets a ``CellNotRun`` error without running, so test cells after the loss score
     zero and the cells before it keep their grades.
+
+    Hidden cells run last, each in the snapshot of the kernel taken where it stands (module
+    docstring). A kernel that stays busy is stopped only after they have run; one that died took
+    its snapshots with it, so a new kernel runs the cells again, unseen, up to the last hidden cell
+    before the loss, and the hidden cells run in its snapshots (:meth:`_replay`).
     """
 
     unresponsive_grace = Float(
@@ -187,7 +194,7 @@ class RobustExecute(Execute):
     )
 
     _lost: str | None = None
-    _keep: dict[str, list[int]] | None = None
+    _started_kernel: bool = False
     _last_test: int = -1
     _started: float = 0.0
     _kept: dict[int, int] = {}
@@ -195,6 +202,10 @@ class RobustExecute(Execute):
     _token: str = ""
     _behaviour: dict | None = None
     _unread: int | None = None
+    _pending: list = []
+    _shared: dict = {}
+    _listener: snapshots.SnapshotListener | None = None
+    _serve_at: int = -1
 
     def output(self, outs, msg, display_id, cell_index):
         limit = self.max_output_bytes
@@ -226,11 +237,19 @@ class RobustExecute(Execute):
         self._lost = None
         self._started = time.monotonic()
         self._kept, self._noted = {}, set()  # per cell: characters kept, streams cut
-        self._keep = None
+        self._started_kernel = False
         self._token, self._behaviour, self._unread = secrets.token_hex(12), None, None
         graded = [i for i, c in enumerate(nb.cells) if utils.is_grade(c) or utils.is_solution(c)]
         self._last_test = max(graded, default=len(nb.cells))
-        nb, resources = super().preprocess(nb, resources, km)
+        code_cells = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
+        last_run = max(code_cells, default=-1) if self.run_after_last_test else self._last_test
+        self._pending, self._shared, self._listener, self._serve_at = [], {}, None, last_run
+        try:
+            nb, resources = super().preprocess(nb, resources, km)
+        finally:
+            self._serve_snapshots()  # none left unless the run stopped early
+            if self._listener is not None:
+                self._listener.close()
         nb.metadata.setdefault("kvcourse", {})["behaviour"] = audit.metadata(
             self._behaviour, self._unread
         )
@@ -252,6 +271,7 @@ class RobustExecute(Execute):
         if self._lost is None and self.notebook_budget and spent > self.notebook_budget:
             self._lost = f"the notebook used up its {self.notebook_budget:g} s before cell {index}"
             self.log.error("Execution budget spent before cell %d; stopping the kernel", index)
+            self._serve_snapshots()
             run_sync(self._stop_kernel)()
         if self._lost is not None:
             cell.outputs = [_error_output(NOT_RUN, f"not run: {self._lost}")]
@@ -261,12 +281,14 @@ class RobustExecute(Execute):
             utils.is_grade(cell) and not utils.is_solution(cell) and leaks.is_hidden_cell(written)
         )
         try:
-            if self._keep is None:  # before any code of the student's has run
+            if not self._started_kernel:  # before any code of the student's has run
                 run_sync(self._quietly)(audit.install_code(self._token))
-                self._keep = json.loads(run_sync(self._quietly)("", leaks.BASELINE_EXPRESSION))
-            if hidden:  # its private harness, unrecorded, the student's hooks off
-                run_sync(self._quietly)(leaks.unhook_code(self._keep))
-                cell.source = with_private_harness(written)
+                self._started_kernel = True
+            if hidden:  # a snapshot of the kernel now; the tests once every cell has run
+                self._take_snapshot(cell, index, written)
+                if index >= self._serve_at:
+                    self._serve_snapshots()
+                return cell, self.resources
             # nbgrader put the instructor's copy of a locked or test cell back (it drops the
             # grade_id of a cell the gradebook does not know): its own frames are not recorded
             grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", "")
@@ -274,9 +296,10 @@ class RobustExecute(Execute):
             kind = "instructor" if grade_id and theirs else "student"
             run_sync(self._quietly)(audit.enter_code(self._token, index, kind, grade_id))
             self._check_assign_resources(resources)
-            cell = self.execute_cell(cell, index, store_history=not hidden)
+            cell = self.execute_cell(cell, index, store_history=True)
             resources = self.resources
         except DeadKernelError:
+            self._replay(self._serve_snapshots())
             self._lost = f"the kernel died while running cell {index}"
             self.log.error("Kernel died in cell %d; the remaining cells are marked not run", index)
             cell.outputs.append(_error_output("DeadKernelError", "the kernel died in this cell"))
@@ -288,6 +311,7 @@ class RobustExecute(Execute):
             cell.outputs.append(
                 _error_output("CellTimeoutError", "the cell ran past the time limit")
             )
+            self._serve_snapshots()
             run_sync(self._stop_kernel)()
             return cell, self.resources
         finally:
@@ -297,15 +321,91 @@ class RobustExecute(Execute):
         if timed_out and not run_sync(self._kernel_answers)(grace):
             self._lost = f"the kernel stayed busy after cell {index} timed out and was stopped"
             self.log.error("Kernel unresponsive after cell %d timed out; stopping it", index)
+            self._serve_snapshots()
             run_sync(self._stop_kernel)()
         else:
             try:
-                if hidden:
-                    run_sync(self._quietly)(leaks.FORGET_CODE)
                 self._read_behaviour(index)
             except (DeadKernelError, CellTimeoutError):
                 self._lost = f"the kernel was lost after cell {index}"
+        if index >= self._serve_at:
+            self._serve_snapshots()
         return cell, resources
+
+    def _take_snapshot(self, cell: NotebookNode, index: int, written: str) -> None:
+        """Where a hidden cell stands: the kernel forks a snapshot of itself, which waits on the
+        grader's socket until :meth:`_serve_snapshots` (:mod:`kvcourse_grader.remote`)."""
+        if self._listener is None:
+            folder = (self.resources or {}).get("metadata", {}).get("path") or "."
+            self._listener = snapshots.SnapshotListener(folder)
+        self._listener.drain()
+        nonce = secrets.token_hex(16)
+        cpu = int(self.timeout or 600) + 5
+        wall = int(self.notebook_budget or 3600) + 60 * int(self.timeout or 600)
+        run_sync(self._quietly)(
+            snapshots.snapshot_code(self._listener.kernel_path, nonce, cpu, wall)
+        )
+        conn = self._listener.accept(nonce, wait=15)
+        if conn is None:
+            self.log.warning("Cell %d: the kernel's snapshot never called in", index)
+        self._pending.append((index, cell, written, conn))
+        cell.outputs = []
+
+    def _serve_snapshots(self) -> list:
+        """Run the hidden cells waiting for their snapshots, in order, now that no student code
+        whose output the student gets back runs any more: in the snapshot, or in the grader for a
+        cell that says so. The ones whose snapshot was lost (it died with its kernel) come back
+        for :meth:`_replay`."""
+        pending, self._pending, lost = self._pending, [], []
+        for entry in pending:
+            index, cell, written, conn = entry
+            started = time.monotonic()
+            deadline = started + (self.timeout or 600)
+            channel = remote.Channel(conn, deadline) if conn is not None else None
+            if hidden_runs.runs_in_grader(written):
+                outputs = hidden_runs.run_hidden_cell(
+                    written, channel, self._shared, index, NOT_RUN
+                )
+            else:
+                private = with_private_harness(written)
+                outputs = hidden_runs.run_in_snapshot(private, channel, index, NOT_RUN)
+            cell.outputs = [nbformat.from_dict(output) for output in outputs]
+            if channel is not None:
+                where = "the grader" if hidden_runs.runs_in_grader(written) else "its snapshot"
+                spent = time.monotonic() - started
+                self.log.info(
+                    "Hidden cell %d ran in %s: %d calls in %.2f s",
+                    index,
+                    where,
+                    channel.requests,
+                    spent,
+                )
+            if channel is not None and channel.lost:
+                lost.append(entry)
+        return lost
+
+    def _replay(self, lost: list) -> None:
+        """The kernel died and took the snapshots of ``lost`` with it (in the sandbox every
+        process of the kernel ends with it): start a new kernel, run the notebook's cells again
+        up to the last of them, outputs unseen, taking the snapshots again where they stand, and
+        run those hidden cells. Nothing of this run reaches the student."""
+        if not lost or self.km is None or self.kc is None:
+            return
+        wanted = {entry[0]: entry for entry in lost}
+        try:
+            run_sync(self.km.restart_kernel)(now=True)
+            run_sync(ensure_async)(self.kc.wait_for_ready(timeout=self.startup_timeout))
+            for index, cell in enumerate(self.nb.cells[: max(wanted) + 1]):
+                if cell.cell_type != "code" or not cell.source.strip():
+                    continue
+                if index in wanted:
+                    self._take_snapshot(cell, index, wanted[index][2])
+                elif not (utils.is_grade(cell) and leaks.is_hidden_cell(cell.source)):
+                    run_sync(self._quietly)(cell.source)
+        except Exception:  # the new kernel failed too: the cells left stay not run
+            self.log.warning("The replay for the lost snapshots stopped", exc_info=True)
+        self._serve_snapshots()
+        run_sync(self._stop_kernel)()
 
     def _read_behaviour(self, index: int) -> None:
         """Ask the kernel's audit hook for its record after cell ``index``; a record that cannot

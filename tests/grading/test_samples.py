@@ -4,6 +4,7 @@ their own grade, tricks are flagged, the feedback never shows a hidden test, the
 
 from __future__ import annotations
 
+import base64
 import csv
 import re
 
@@ -29,7 +30,8 @@ from grading_course import (
     specific,
 )
 
-from kvcourse_grader import samples
+from kvcourse_grader import leaks, samples
+from kvcourse_grader.leak_samples import read_traced
 from kvcourse_grader.review import review_notebook, review_source
 from kvcourse_grader.samples import build_sample, load_samples
 from kvcourse_grader.sandbox import sandbox_problem
@@ -192,11 +194,43 @@ def test_hostile_is_flagged_for_review(graded, assignment):
         if student.startswith("leaks_"):  # full marks, nothing leaked, and a person looks
             line = autograde_line(out, student)
             assert "review:" in line, line
-            if student == "leaks_callers":  # the one only the output search can stop
-                assert "printed text of a hidden test (removed from its output)" in line, line
+            # No hidden cell ran in the kernel: nothing of the tests was there to print.
+            assert "printed text of a hidden test" not in line, line
     if assignment == A0:
         deleter = autograde_line(out, "deletes_tests")
         assert "missing locked cells: hidden_kv_bytes_per_flop" in deleter
+
+
+def _read_stash(text: str) -> str:
+    """What ``leaks_callers`` stashed, from its printed output."""
+    found = re.search(r"stash: (\S+)", text)
+    return base64.b64decode(found.group(1)).decode("utf-8", "replace") if found else ""
+
+
+READERS = {"leaks_tracer": read_traced, "leaks_callers": _read_stash}
+
+
+@graded_by_nbgrader
+@pytest.mark.parametrize(
+    "assignment", [a for a in SAMPLED if set(READERS) & set(load_samples(ROOT, a))]
+)
+def test_students_who_trace_the_hidden_tests_find_nothing_of_them(graded, assignment):
+    """A trace function and a frame-reading function installed by the student record everything
+    their kernel ran, and print it scrambled (no output search could recognise it): none of it
+    comes from a hidden test, which never runs in that kernel."""
+    root = graded(assignment)[0]
+    secret = leaks.hidden_text(notebook(ROOT, "solutions", assignment))
+    students = [s for s in READERS if s in load_samples(ROOT, assignment)]
+    for student, read in [(s, READERS[s]) for s in students]:
+        graded_nb = notebook(root / "grading" / "autograded" / student, "", assignment)
+        printed = "\n".join(
+            str(output.get("text", "")) for cell in graded_nb.cells for output in cell.outputs
+        )
+        record = read(printed)
+        assert len(record) > 1000, f"{student} recorded nothing: the sample no longer works"
+        for literal in specific(assignment).hidden_literals:
+            assert literal not in record, f"{student}: {literal}"
+        assert not secret.found_in(record), f"{student}: {secret.found_in(record)[:3]}"
 
 
 @graded_by_nbgrader

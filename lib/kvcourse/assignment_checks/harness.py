@@ -9,7 +9,10 @@ copies of library modules that nothing done in the kernel has touched.
 * :func:`stand_in`: the test's own online-softmax step inside a student's blockwise attention;
 * :func:`module_of`: the module that defines a library object, wherever the library keeps it;
 * :func:`checking`: names, in words, the property the checks inside it test, so that a failed
-  hidden test tells the student which property failed and nothing else (:class:`PropertyFailed`).
+  hidden test tells the student which property failed and nothing else (:class:`PropertyFailed`);
+* :func:`each` and :func:`contained`: many calls of a student's function, or many ``in`` tests on
+  a student's object, at once (a hidden test that runs in the grader makes them in one exchange
+  with the student's kernel, :mod:`kvcourse_grader.remote`).
 
 Visible and hidden test cells use this one module. A visible cell imports it like any other. A
 hidden cell imports it too (``from kvcourse.assignment_checks.harness import ...``), but at
@@ -216,6 +219,18 @@ def checking(what: str) -> Iterator[None]:
         if isinstance(err, PropertyFailed):
             raise
         raise PropertyFailed(what) from err
+
+
+def each(function: Callable, arguments: Iterable[tuple]) -> list:
+    """``function`` called once per tuple in ``arguments``, in order: the results as a list (the
+    first error stops the calls and is raised). The arguments are the test's own copies: check a
+    caller's list with a plain call."""
+    return [function(*args) for args in arguments]
+
+
+def contained(container: object, items: Iterable[object]) -> list[bool]:
+    """``[item in container for item in items]``: which items a student's object holds."""
+    return [item in container for item in items]  # type: ignore[operator]
 
 
 def module_of(obj: object) -> types.ModuleType:

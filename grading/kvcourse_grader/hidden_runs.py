@@ -1,0 +1,219 @@
+"""Running a hidden cell once every cell of the notebook has run, against the snapshot of the
+kernel taken where the cell stands (:mod:`kvcourse_grader.snapshots`).
+
+* :func:`run_in_snapshot`: the cell runs *in* its snapshot, on the student's namespace there, as it
+  would have in the kernel; only its verdict comes back (its error's name and message, what it
+  wrote to stderr). Whatever the student's code reads of the test there (a trace function, the
+  caller's frame) goes nowhere: the snapshot prints to nothing and ends right after.
+* :func:`run_hidden_cell`, for a cell whose hidden region holds the line :data:`GRADER_SIDE`: the
+  cell runs *here*, in the grader's process, outside the sandbox, and calls the student's code in
+  the snapshot through :mod:`kvcourse_grader.remote`. A name the cell does not define is looked up
+  in the snapshot; the harness's ``switched_off`` switches the library's reference off in the
+  snapshot, ``each`` and ``contained`` make many calls in one exchange, and ``checking`` names the
+  failed property as in the kernel. The test's code, its expected values and its oracles never
+  enter a process the student's code runs in: the student's code sees only the arguments it is
+  called with (so it cannot, say, read the expected value from its caller's frame and return it).
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import contextlib
+import importlib
+import io
+import itertools
+import traceback
+import types
+from typing import Any
+
+from kvcourse.assignment_checks import harness as local_harness
+from kvcourse_grader.remote import CellTimeout, Channel, Proxy
+from kvcourse_grader.snapshot_server import ChannelError
+
+__all__ = ["GRADER_SIDE", "RemoteHarness", "run_hidden_cell", "run_in_snapshot", "runs_in_grader"]
+
+#: The line in a hidden region that makes its cell run in the grader.
+GRADER_SIDE = "# These hidden tests run in the grader and call your code in a copy of your kernel."
+
+
+def runs_in_grader(source: str) -> bool:
+    """Whether a hidden cell's ``source`` asks to run in the grader (:data:`GRADER_SIDE`)."""
+    return any(line.strip() == GRADER_SIDE for line in source.split("\n"))
+
+
+class RemoteHarness:
+    """The harness names a hidden cell imports, for a cell that runs in the grader: the grader's
+    own ``checking``, ``module_of`` and ``fresh_copy``, and a ``switched_off`` that switches the
+    library off in the snapshot, where the student's code runs."""
+
+    def __init__(self, channel: Channel) -> None:
+        self.channel = channel
+        self.numbers = itertools.count(1)
+
+    @staticmethod
+    def owner_spec(owner: object) -> list:
+        if isinstance(owner, Proxy):
+            return ["h", owner._number]
+        if isinstance(owner, types.ModuleType):
+            return ["m", owner.__name__, ""]
+        module, qualname = getattr(owner, "__module__", None), getattr(owner, "__qualname__", None)
+        if not (isinstance(module, str) and isinstance(qualname, str)):
+            raise TypeError(f"switched_off cannot name {owner!r} in the snapshot")
+        return ["q", module, qualname]
+
+    @contextlib.contextmanager
+    def switched_off(self, *owners: object, reference: str, watch: bool = False):
+        number = next(self.numbers)
+        specs = [self.owner_spec(o) for o in owners]
+        self.channel.ask("switch_on", id=number, owners=specs, reference=reference, watch=watch)
+        try:
+            yield
+        except BaseException:
+            with contextlib.suppress(Exception):
+                self.channel.ask("switch_off", id=number, failed=True)
+            raise
+        self.channel.ask("switch_off", id=number, failed=False)
+
+    def each(self, function: Any, arguments: Any) -> list:
+        """The harness's ``each``: for a student's function, every call in one request."""
+        if not isinstance(function, Proxy):
+            return local_harness.each(function, arguments)
+        data = self.channel.data
+        rows = [[data(a) for a in args] for args in arguments]
+        return self.channel.value(function._ask("each", args=rows))
+
+    def contained(self, container: Any, items: Any) -> list[bool]:
+        """The harness's ``contained``: for a student's object, every ``in`` in one request."""
+        if not isinstance(container, Proxy):
+            return local_harness.contained(container, items)
+        rows = [self.channel.data(item) for item in items]
+        return self.channel.value(container._ask("contained", items=rows))
+
+    def names(self) -> dict[str, Any]:
+        def stand_in(*args: Any, **kwargs: Any):
+            raise RuntimeError("stand_in works only in a hidden cell that runs in the kernel")
+
+        return {
+            "checking": local_harness.checking,
+            "module_of": local_harness.module_of,
+            "fresh_copy": local_harness.fresh_copy,
+            "PropertyFailed": local_harness.PropertyFailed,
+            "switched_off": self.switched_off,
+            "each": self.each,
+            "contained": self.contained,
+            "stand_in": stand_in,
+        }
+
+
+class _Namespace(dict):
+    """The hidden cell's globals: what it defines, then what earlier grader-side hidden cells
+    defined, then the snapshot's names (builtins stay builtins)."""
+
+    def __init__(self, channel: Channel, shared: dict[str, Any]) -> None:
+        super().__init__()
+        self.channel, self.shared = channel, shared
+
+    def __missing__(self, name: str) -> Any:
+        if name in self.shared:
+            return self.shared[name]
+        if name.startswith("__") or hasattr(builtins, name):
+            raise KeyError(name)
+        try:
+            value = self.channel.lookup(name)
+        except NameError:
+            raise KeyError(name) from None
+        self[name] = value
+        return value
+
+
+_CHECKS = ("kvcourse.assignment_checks", "kvcourse.assignment_checks.harness")
+
+
+def _bind_checks(source: str, names: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """``source`` with each ``from kvcourse.assignment_checks[.harness] import ...`` replaced by
+    ``pass``, and the names it imported: the remote harness's where it has one (``names``), the
+    grader's own module's otherwise."""
+    tree = ast.parse(source)
+    lines, bound = source.split("\n"), {}
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.ImportFrom) and node.module in _CHECKS and node.level == 0):
+            continue
+        module = importlib.import_module(node.module)
+        for alias in node.names:
+            if alias.name == "*":
+                raise ValueError(f"line {node.lineno}: import the checks' names one by one")
+            value = names[alias.name] if alias.name in names else getattr(module, alias.name)
+            bound[alias.asname or alias.name] = value
+        first, last = node.lineno, node.end_lineno or node.lineno
+        indent = lines[first - 1][: node.col_offset]
+        lines[first - 1 : last] = [f"{indent}pass"] + [""] * (last - first)
+    return "\n".join(lines), bound
+
+
+def run_hidden_cell(
+    source: str, channel: Channel | None, shared: dict[str, Any], index: int, not_run: str
+) -> list[dict]:
+    """Run a hidden cell's ``source`` here against its snapshot (``channel``); its outputs as
+    nbformat dicts: what the cell printed, and an error output if it failed. Without a channel
+    (the snapshot could not be taken) the cell gets a ``not_run`` error. Names the cell defines
+    (other than the student's objects) go into ``shared`` for later grader-side cells."""
+    if channel is None:
+        return [_error(not_run, "the hidden tests could not reach a snapshot of your kernel")]
+    namespace = _Namespace(channel, shared)
+    namespace["__name__"] = "__main__"
+    printed, warned = io.StringIO(), io.StringIO()
+    outputs: list[dict] = []
+    try:
+        source, bound = _bind_checks(source, RemoteHarness(channel).names())
+        namespace.update(bound)
+        code = compile(source, f"<hidden tests, cell {index}>", "exec")
+        with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(warned):
+            exec(code, namespace)
+    except CellTimeout:
+        outputs.append(_error("CellTimeoutError", "the cell ran past the time limit"))
+    except ChannelError as err:
+        outputs.append(_error(not_run, f"not run: {err}"))
+    except Exception as err:  # a failed test, or the student's error it did not catch
+        lines = traceback.format_exception(type(err), err, err.__traceback__)
+        outputs.append(_error(type(err).__name__, str(err), [line[:5000] for line in lines]))
+    finally:
+        channel.close()
+    for name, value in namespace.items():
+        if not name.startswith("__") and not isinstance(value, Proxy):
+            shared.setdefault(name, value)
+    streams = [("stdout", printed.getvalue()), ("stderr", warned.getvalue())]
+    head = [{"output_type": "stream", "name": n, "text": t[:100_000]} for n, t in streams if t]
+    return head + outputs
+
+
+def run_in_snapshot(source: str, channel: Channel | None, index: int, not_run: str) -> list[dict]:
+    """Run a hidden cell's ``source`` (its harness import already made private) *in* its
+    snapshot, on the student's namespace there, for a cell that does not run in the grader: its
+    outputs as nbformat dicts, an error output if it failed. Whatever the student's code in the
+    snapshot reads of the cell goes nowhere: the snapshot prints nothing anyone sees and ends
+    right after, once every cell of the notebook has run."""
+    if channel is None:
+        return [_error(not_run, "the hidden tests could not reach a snapshot of your kernel")]
+    try:
+        answer = channel.ask("run_cell", source=source, filename=f"<hidden tests, cell {index}>")
+    except CellTimeout:
+        return [_error("CellTimeoutError", "the cell ran past the time limit")]
+    except ChannelError as err:
+        return [_error(not_run, f"not run: {err}")]
+    except Exception as err:  # the cell failed
+        lines = getattr(err, "snapshot_traceback", None)
+        return [_error(type(err).__name__, str(err), lines)]
+    finally:
+        channel.close()
+    written = str((answer or {}).get("stderr", "")) if type(answer) is dict else ""
+    return [{"output_type": "stream", "name": "stderr", "text": written}] if written else []
+
+
+def _error(ename: str, evalue: str, traceback_lines: list[str] | None = None) -> dict:
+    return {
+        "output_type": "error",
+        "ename": ename,
+        "evalue": evalue[:5000],
+        "traceback": traceback_lines or [f"{ename}: {evalue[:5000]}"],
+    }

@@ -1,0 +1,434 @@
+"""The kernel's side of hidden tests that run in the grader: a snapshot of the student's kernel
+that answers calls and knows nothing of the tests.
+
+Where a hidden cell stands, :class:`~kvcourse_grader.preprocessors.RobustExecute` has the kernel
+run :func:`take_snapshot`: the kernel forks, the parent goes on with the notebook, and the child
+(the *snapshot*, the student's namespace as it was at that cell) connects to the grader's socket
+and waits. Only once every cell of the notebook has run, and nothing the kernel does can reach the
+student any more, does the grader run the hidden test, in its own process
+(:mod:`kvcourse_grader.remote`), calling the snapshot's functions and objects across the socket:
+values go as data (:func:`encode`), objects as numbered handles. The test's code, its expected
+values and its oracles never enter a process the student's code runs in.
+
+This file is sent into the kernel as source (like the private harness) and runs there, so it
+imports only the standard library; the grader imports the same :func:`encode` and :func:`decode`.
+A message is a 4-byte big-endian length and that many bytes of JSON.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import operator
+import struct
+import sys
+from typing import Any
+
+#: The largest message either side accepts (bytes of JSON).
+MAX_MESSAGE = 64 * 2**20
+#: How deep data may nest before the rest goes as handles.
+MAX_DEPTH = 64
+#: The most items an iteration over a handle brings back.
+MAX_ITEMS = 2_000_000
+
+_SCALARS = (type(None), bool, int, float, str)
+_FLAT = frozenset([type(None), bool, int, float])  # crosses as it is, in a list
+_CONTAINERS = {list: "list", tuple: "tuple", set: "set", frozenset: "frozenset"}
+
+
+class ChannelError(RuntimeError):
+    """The other side broke the protocol (a message too long, not JSON, the socket closed)."""
+
+
+def _numpy_value(value: Any) -> dict | None:
+    numpy = sys.modules.get("numpy")
+    if numpy is None:
+        return None
+    if isinstance(value, numpy.generic) and value.dtype.kind in "biufc":
+        item = value.item()
+        if value.dtype.kind == "c":
+            item = [item.real, item.imag]
+        return {"t": "np", "d": value.dtype.str, "v": item}
+    if type(value) is numpy.ndarray and value.dtype.kind in "biuf" and value.size <= MAX_ITEMS:
+        return {
+            "t": "nd",
+            "d": value.dtype.str,
+            "s": list(value.shape),
+            "v": value.ravel().tolist(),
+        }
+    return None
+
+
+def encode(value: Any, handle_of: Any, depth: int = 0) -> Any:
+    """``value`` as JSON-ready data: plain values as they are, containers tagged, numpy scalars
+    and arrays with their dtype, and anything else as ``{"t": "h", "v": handle_of(value)}``.
+
+    Exact types only: a subclass of ``int`` or ``list`` (which may redefine ``==``) is a handle."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return value if kind is not str or len(value) <= MAX_MESSAGE // 4 else handle_of(value)
+    if depth >= MAX_DEPTH:
+        return handle_of(value)
+    if kind in _CONTAINERS:
+        if set(map(type, value)) <= _FLAT:  # the common case, without a call per item
+            return {"t": _CONTAINERS[kind], "v": list(value)}
+        return {"t": _CONTAINERS[kind], "v": [encode(v, handle_of, depth + 1) for v in value]}
+    if kind is dict:
+        pairs = [
+            [encode(k, handle_of, depth + 1), encode(v, handle_of, depth + 1)]
+            for k, v in value.items()
+        ]
+        return {"t": "dict", "v": pairs}
+    if kind is bytes:
+        return {"t": "bytes", "v": base64.b64encode(value).decode("ascii")}
+    found = _numpy_value(value)
+    return found if found is not None else handle_of(value)
+
+
+def decode(data: Any, from_handle: Any) -> Any:
+    """The value :func:`encode` made ``data`` from; a handle becomes ``from_handle(number, type
+    name)``. Raises ``ChannelError`` for anything :func:`encode` never writes."""
+    if type(data) in _SCALARS:
+        return data
+    if type(data) is not dict or "t" not in data:
+        raise ChannelError(f"not an encoded value: {type(data).__name__}")
+    tag, body = data["t"], data.get("v")
+    if tag == "h":
+        return from_handle(int(body), str(data.get("n", "object"))[:100])
+    if tag in ("list", "tuple", "set", "frozenset"):
+        flat = set(map(type, body)) <= _FLAT
+        items = body if flat else [decode(v, from_handle) for v in body]
+        return {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset}[tag](items)
+    if tag == "dict":
+        return {decode(k, from_handle): decode(v, from_handle) for k, v in body}
+    if tag == "bytes":
+        return base64.b64decode(body)
+    if tag in ("np", "nd"):
+        import numpy
+
+        dtype = numpy.dtype(str(data["d"]))
+        if dtype.kind not in "biufc":
+            raise ChannelError(f"an array of kind {dtype.kind!r} does not cross the channel")
+        if tag == "np":
+            return dtype.type(complex(*body) if dtype.kind == "c" else body)
+        return numpy.array(body, dtype=dtype).reshape([int(n) for n in data["s"]])
+    raise ChannelError(f"unknown tag {tag!r}")
+
+
+def send(sock: Any, message: Any) -> None:
+    """Send one message (JSON) on ``sock``."""
+    payload = json.dumps(message, separators=(",", ":")).encode("utf-8")
+    if len(payload) > MAX_MESSAGE:
+        raise ChannelError(f"a message of {len(payload):,} bytes is longer than {MAX_MESSAGE:,}")
+    sock.sendall(struct.pack(">I", len(payload)) + payload)
+
+
+def receive(sock: Any) -> Any:
+    """Receive one message from ``sock`` (``ChannelError`` if it is too long or not JSON). The two
+    sides take turns, one message each, so a read never takes in part of the next message."""
+    data = b""
+    while len(data) < 4:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ChannelError("the other side closed the channel")
+        data += chunk
+    (size,) = struct.unpack(">I", data[:4])
+    if size > MAX_MESSAGE:
+        raise ChannelError(f"a message of {size:,} bytes is longer than {MAX_MESSAGE:,}")
+    parts, have = [data[4:]], len(data) - 4
+    while have < size:
+        chunk = sock.recv(min(size - have, 65536))
+        if not chunk:
+            raise ChannelError("the other side closed the channel")
+        parts.append(chunk)
+        have += len(chunk)
+    body = b"".join(parts)
+    if len(body) != size:
+        raise ChannelError("a message longer than it said")
+    try:
+        return json.loads(body)
+    except ValueError as err:
+        raise ChannelError(f"a message that is not JSON: {err}") from None
+
+
+def error_record(err: BaseException) -> dict:
+    """An exception raised by the student's code as data: its class's name, the builtin classes and
+    the first course-library class it derives from (so the grader can raise one the test's
+    ``except`` clauses catch, ``OutOfBlocksError`` among them) and its message, cut short."""
+    builtins = [c.__name__ for c in type(err).__mro__ if c.__module__ == "builtins"]
+    try:
+        text = str(err)[:2000]
+    except BaseException:  # a __str__ that raises
+        text = "<the message could not be read>"
+    library = [
+        [c.__module__, c.__qualname__]
+        for c in type(err).__mro__
+        if str(c.__module__).startswith("kvcourse.")
+    ]
+    record = {"name": type(err).__name__[:100], "bases": builtins, "message": text}
+    return {**record, "library": library[:1]}
+
+
+class Snapshot:
+    """The serving side: the student's namespace, the objects handed out by number, the library
+    parts switched off, and one request answered at a time (:meth:`answer`).
+
+    The harness's watch is a profile hook; it sees the student's code and not this server's own
+    work (decoding, encoding, the socket), which runs with the hook taken off and put back."""
+
+    def __init__(self, namespace: dict, harness: Any) -> None:
+        self.namespace, self.harness = namespace, harness
+        self.objects: dict[int, Any] = {}
+        self.numbers: dict[int, int] = {}  # id(object) -> its handle
+        self.switches: dict[int, Any] = {}
+        self.hook: Any = None  # the profile hook the student's code runs under
+
+    def handle_of(self, value: Any) -> dict:
+        number = self.numbers.get(id(value))
+        if number is None or self.objects.get(number) is not value:
+            number = len(self.objects) + 1
+            self.objects[number], self.numbers[id(value)] = value, number
+        return {"t": "h", "v": number, "n": type(value).__name__}
+
+    def out(self, value: Any) -> Any:
+        return encode(value, self.handle_of)
+
+    def value(self, data: Any) -> Any:
+        return decode(data, lambda number, name: self.objects[number])
+
+    def run(self, function: Any, *args: Any, **kwargs: Any) -> Any:
+        """``function(*args, **kwargs)``: the student's code, under the profile hook."""
+        sys.setprofile(self.hook)
+        try:
+            return function(*args, **kwargs)
+        finally:
+            self.hook = sys.getprofile()
+            sys.setprofile(None)
+
+    def owner(self, spec: list) -> Any:
+        """A library module, class or function named by the grader, or one of the handed-out
+        objects, as an owner for the harness's ``switched_off``."""
+        import importlib
+
+        if spec[0] == "h":
+            return self.objects[int(spec[1])]
+        found = importlib.import_module(str(spec[1]))
+        for part in str(spec[2]).split(".") if len(spec) > 2 and spec[2] else []:
+            found = getattr(found, part)
+        return found
+
+    def switch(self, request: dict) -> None:
+        """Switch the library off (``switch_on``) or back on (``switch_off``), with the hook."""
+        if request["op"] == "switch_on":
+            owners = [self.owner(spec) for spec in request["owners"]]
+            switch = self.harness.switched_off(
+                *owners, reference=str(request["reference"]), watch=bool(request["watch"])
+            )
+            self.run(switch.__enter__)
+            self.switches[int(request["id"])] = switch
+            return
+        switch = self.switches.pop(int(request["id"]))
+        if request.get("failed"):  # the test failed inside: only put the library back
+            failure = RuntimeError("the test failed")
+            try:
+                self.run(switch.__exit__, RuntimeError, failure, None)
+            except BaseException:  # noqa: BLE001 - its own failure is the one reported
+                pass
+            return
+        self.run(switch.__exit__, None, None, None)
+
+    def run_cell(self, source: str, filename: str) -> dict:
+        """A hidden cell that runs here, in the snapshot, on the student's namespace: what it
+        wrote to stderr (a cell that writes there fails, as in the kernel); raises its error."""
+        code = compile(source, filename, "exec", dont_inherit=True)
+        errors = _Record()
+        sys.stdout, sys.stderr = _Sink(), errors
+        try:
+            self.run(exec, code, self.namespace)
+        except BaseException as err:
+            import traceback
+
+            lines = traceback.format_exception(type(err), err, err.__traceback__)
+            raise _Failed(error_record(err), [line[:2000] for line in lines[-40:]]) from None
+        finally:
+            sys.stdout = sys.stderr = _Sink()
+        return {"stderr": errors.text[:2000]}
+
+    def answer(self, request: dict) -> Any:
+        """The result of one request (``op`` and its arguments); raises what the student's code
+        raised."""
+        op, run = request["op"], self.run
+        if op == "lookup":
+            name = str(request["name"])
+            if name not in self.namespace:
+                raise NameError(f"name {name!r} is not defined")
+            found = self.namespace[name]
+            if type(found) is type(sys):  # a module: the grader imports its own
+                return {"t": "module", "v": str(getattr(found, "__name__", ""))}
+            return self.out(found)
+        if op in ("switch_on", "switch_off"):
+            return self.switch(request)
+        if op == "run_cell":
+            return self.run_cell(str(request["source"]), str(request["filename"]))
+        target = self.objects[int(request["h"])]
+        if op == "call":
+            args = [self.value(a) for a in request["args"]]
+            kwargs = {str(k): self.value(v) for k, v in request["kwargs"]}
+            given = [(k, v, _contents(v)) for k, v in [*enumerate(args), *kwargs.items()]]
+            result = run(target, *args, **kwargs)
+            # The caller's lists, dicts and sets the call changed, as it left them: a test checks
+            # that the student's code leaves them alone (or changes them as it should).
+            changed = [[k, self.out(v)] for k, v, before in given if _changed(v, before)]
+            return {"result": self.out(result), "changed": changed}
+        if op == "each":
+            rows = [[self.value(a) for a in row] for row in request["args"]]
+            return self.out(run(lambda: [target(*row) for row in rows]))
+        if op == "contained":
+            items = [self.value(item) for item in request["items"]]
+            return self.out(run(lambda: [item in target for item in items]))
+        if op == "getattr":
+            return self.out(run(getattr, target, str(request["name"])))
+        if op == "setattr":
+            return run(setattr, target, str(request["name"]), self.value(request["value"]))
+        if op == "getitem":
+            return self.out(run(target.__getitem__, self.value(request["key"])))
+        if op == "setitem":
+            key, value = self.value(request["key"]), self.value(request["value"])
+            return run(target.__setitem__, key, value)
+        if op == "delitem":
+            return run(target.__delitem__, self.value(request["key"]))
+        if op == "iter":
+            return self.out(run(_items, target))
+        unary = {"len": len, "bool": bool, "int": int, "float": float, "index": int}
+        if op in unary:
+            return self.out(run(unary[op], target))
+        if op == "contains":
+            return self.out(run(lambda item: item in target, self.value(request["value"])))
+        if op in ("repr", "str"):
+            return run(repr if op == "repr" else str, target)[:2000]
+        raise ValueError(f"unknown request {op!r}")
+
+    def serve(self, sock: Any) -> None:
+        """Answer requests until the grader says ``done`` or closes the channel."""
+        self.hook = sys.getprofile()
+        sys.setprofile(None)
+        while True:
+            request = receive(sock)
+            if request.get("op") == "done":
+                return
+            try:
+                reply = {"ok": self.answer(request)}
+            except _Failed as failed:
+                reply = {"error": failed.record, "traceback": failed.lines}
+            except BaseException as err:  # noqa: BLE001 - the student's code may raise anything
+                reply = {"error": error_record(err)}
+            send(sock, reply)
+
+
+def _contents(value: Any) -> Any:
+    """What a list, dict or set of the test's holds before a call (None for anything else)."""
+    kind = type(value)
+    if kind is list:
+        return list(value)
+    if kind is dict:
+        return list(value.items())
+    return set(value) if kind is set else None
+
+
+def _changed(value: Any, before: Any) -> bool:
+    """Whether the student's code changed a list, dict or set: compared item by item by identity
+    (``is``), so no code of the student's runs to tell."""
+    if before is None:
+        return False
+    if type(value) is set:
+        return len(value) != len(before) or not all(map(before.__contains__, value))
+    now = list(value.items()) if type(value) is dict else value
+    if len(now) != len(before):
+        return True
+    if type(value) is dict:
+        return not all(k is a and v is b for (k, v), (a, b) in zip(now, before, strict=True))
+    return not all(map(operator.is_, now, before))
+
+
+def _items(iterable: Any) -> list:
+    items = []
+    for item in iterable:
+        items.append(item)
+        if len(items) > MAX_ITEMS:
+            raise ValueError(f"an iteration of more than {MAX_ITEMS:,} items")
+    return items
+
+
+class _Sink:
+    """A stream that keeps nothing: what the snapshot prints goes nowhere."""
+
+    def write(self, text: str) -> int:
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+class _Record(_Sink):
+    """A stream that keeps the start of what is written to it."""
+
+    def __init__(self) -> None:
+        self.text = ""
+
+    def write(self, text: str) -> int:
+        if len(self.text) < 2000:
+            self.text += str(text)[:2000]
+        return len(text)
+
+
+class _Failed(Exception):
+    """A hidden cell that failed in the snapshot: its error as data, and its traceback."""
+
+    def __init__(self, record: dict, lines: list[str]) -> None:
+        super().__init__(record.get("name"))
+        self.record, self.lines = record, lines
+
+
+def take_snapshot(
+    path: str, nonce: str, harness_source: str, cpu_seconds: int, wall_seconds: int, namespace: dict
+) -> None:
+    """Fork: the parent returns at once; the child connects to the grader at ``path``, says
+    ``nonce``, and answers the grader's requests on ``namespace`` (the student's, as it is now)
+    with a private copy of the harness compiled from ``harness_source``. The child never returns:
+    it ends with ``os._exit``; whatever it prints goes nowhere, and ``cpu_seconds`` of CPU or
+    ``wall_seconds`` of waiting end it."""
+    import io
+    import os
+    import resource
+    import signal
+    import socket
+    import types
+
+    harness = types.ModuleType("kvcourse_snapshot_harness")
+    exec(compile(harness_source, "kvcourse.assignment_checks.harness", "exec"), vars(harness))
+    if os.fork():
+        return
+    status = 0
+    try:
+        devnull = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(devnull, fd)
+        sys.stdout = sys.stderr = _Sink()
+        sys.stdin = io.StringIO()
+        os.setpgid(0, 0)  # out of the kernel's process group: an interrupt sent to it misses
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+        signal.alarm(max(1, int(wall_seconds)))
+        torch = sys.modules.get("torch")
+        if torch is not None:  # its OpenMP pool does not survive a fork: one thread, no pool
+            torch.set_num_threads(1)
+        cpu = max(1, int(cpu_seconds))
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 2))
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect(path)
+        send(sock, {"nonce": nonce})
+        Snapshot(namespace, harness).serve(sock)
+    except BaseException:  # noqa: BLE001 - the child must end here, whatever happened
+        status = 1
+    finally:
+        os._exit(status)

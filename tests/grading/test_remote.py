@@ -1,0 +1,277 @@
+"""Hidden tests that run in the grader (kvcourse_grader.remote) against a snapshot of a kernel
+(kvcourse_grader.snapshot_server): what crosses the channel and how, what the student's code
+sees, and that nothing of a test reaches the process the student's code runs in."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+from kvcourse_grader import hidden_runs, remote, snapshots
+from kvcourse_grader.snapshot_server import ChannelError, decode, encode
+
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="fork and Unix sockets"
+)
+
+STUDENT = textwrap.dedent(
+    """
+    import sys
+
+    import kvcourse.blocks
+
+    SEEN = []  # what the student's code saw of its callers
+
+
+    def area(width, height):
+        if width < 0:
+            raise ValueError(f"width {width} is negative")
+        return width * height
+
+
+    def grows(items):
+        items.append(99)
+        return len(items)
+
+
+    class Bag:
+        def __init__(self):
+            self.items = []
+
+        def add(self, item):
+            self.items.append(item)
+            return self
+
+        def __len__(self):
+            return len(self.items)
+
+        def __contains__(self, item):
+            return item in self.items
+
+
+    class Liar(int):
+        def __eq__(self, other):
+            return True
+
+        __hash__ = int.__hash__
+
+
+    def lies():
+        return Liar(5)
+
+
+    class Oops(ValueError):
+        pass
+
+
+    def oops():
+        raise Oops("my own kind of ValueError")
+
+
+    def leaves():
+        raise SystemExit(3)
+
+
+    def spy(x):
+        frame = sys._getframe(1)
+        while frame is not None:
+            SEEN.append(repr(frame.f_code.co_consts) + repr(dict(frame.f_locals)))
+            frame = frame.f_back
+        print("spying", x)
+        return x
+
+
+    def cheat(tokens, size):
+        return kvcourse.blocks.chained_block_hashes(tokens, size)
+
+
+    def out_of_blocks():
+        raise kvcourse.blocks.OutOfBlocksError("no free block")
+
+
+    def numpy_values():
+        import numpy as np
+
+        return np.int64(7), np.arange(3, dtype=np.float32)
+    """
+)
+
+
+@pytest.fixture
+def snapshot(tmp_path):
+    """Run hidden-cell source against a snapshot of a Python process that ran ``STUDENT``; returns
+    ``run(source) -> outputs`` and ``spied() -> what the parent process's SEEN holds``."""
+    listener = snapshots.SnapshotListener(tmp_path)
+    processes = []
+
+    def run(source: str, student: str = STUDENT, in_snapshot: bool = False) -> list[dict]:
+        nonce = f"n{len(processes)}"
+        code = student + "\n" + snapshots.snapshot_code(listener.kernel_path, nonce, 30, 60)
+        code += "\nimport sys\nsys.stdin.read()\nprint('|'.join(SEEN) if 'SEEN' in dir() else '')\n"
+        process = subprocess.Popen(
+            [sys.executable, "-c", code],
+            cwd=tmp_path,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        processes.append(process)
+        conn = listener.accept(nonce, 20)
+        assert conn is not None, "the snapshot never called in"
+        channel = remote.Channel(conn, time.monotonic() + 30)
+        if in_snapshot:
+            return hidden_runs.run_in_snapshot(source, channel, 1, "CellNotRun")
+        return hidden_runs.run_hidden_cell(source, channel, {}, 1, "CellNotRun")
+
+    def parent_output() -> str:
+        out, _ = processes[-1].communicate("", timeout=30)
+        return out
+
+    yield run, parent_output
+    for process in processes:
+        process.kill()
+    listener.close()
+
+
+def errors(outputs: list[dict]) -> list[tuple[str, str]]:
+    return [(o["ename"], o["evalue"]) for o in outputs if o["output_type"] == "error"]
+
+
+def test_values_cross_as_data_and_objects_as_handles():
+    handles = []
+
+    def handle_of(value):
+        handles.append(value)
+        return {"t": "h", "v": len(handles), "n": type(value).__name__}
+
+    class Mine(int):
+        pass
+
+    value = {"a": [1, 2.5, None, True], (1, "x"): {3, 4}, "b": b"\x00\xff", "n": frozenset([1])}
+    assert decode(encode(value, handle_of), None) == value
+    assert decode(encode(np.int64(3), handle_of), None).dtype == np.int64
+    array = decode(encode(np.eye(2, dtype=np.float32), handle_of), None)
+    assert array.dtype == np.float32 and array.shape == (2, 2)
+    assert encode(Mine(3), handle_of)["t"] == "h"  # a subclass may redefine ==: never data
+    assert encode([Mine(1)], handle_of)["v"][0]["t"] == "h"
+    with pytest.raises(ChannelError):
+        decode({"t": "pickle", "v": "..."}, None)
+
+
+def test_the_students_functions_objects_and_errors(snapshot):
+    run, _ = snapshot
+    outputs = run(
+        """
+import numbers
+from kvcourse.assignment_checks.harness import checking, contained, each
+
+assert area(3, 4) == 12
+try:
+    area(-1, 2)
+except ValueError as err:
+    assert "negative" in str(err)
+else:
+    raise AssertionError("no ValueError")
+try:
+    oops()
+except ValueError as err:  # the student's subclass of ValueError
+    assert type(err).__name__ == "Oops"
+try:
+    leaves()
+except Exception as err:  # SystemExit may not end the grader
+    assert type(err).__name__ == "SystemExit"
+items = [1, 2]
+assert grows(items) == 3 and items == [1, 2, 99]  # the caller's list, as the call left it
+bag = Bag().add(5).add(6)
+assert len(bag) == 2 and 5 in bag and 7 not in bag and bag.items == [5, 6]
+assert bag.add(1) is bag  # one proxy per object
+assert each(area, [(1, 2), (3, 4)]) == [2, 12]
+assert contained(bag, [5, 7, 1]) == [True, False, True]
+assert lies() != 5  # an object that claims to equal everything is compared by identity
+from kvcourse.blocks import OutOfBlocksError
+
+try:
+    out_of_blocks()
+except OutOfBlocksError as err:  # the library's own class, here as in the kernel
+    assert "no free block" in str(err)
+scalar, array = numpy_values()
+assert isinstance(scalar, numbers.Integral) and array.tolist() == [0.0, 1.0, 2.0]
+print("all good")
+"""
+    )
+    assert errors(outputs) == []
+    assert outputs[0]["text"] == "all good\n"
+
+
+def test_a_failed_check_names_its_property_and_the_reference_is_switched_off(snapshot):
+    run, _ = snapshot
+    outputs = run(
+        """
+import sys
+
+import kvcourse.blocks
+from kvcourse.assignment_checks.harness import checking, switched_off
+
+HASHING = sys.modules[kvcourse.blocks.chained_block_hashes.__module__]
+with checking("your own hashes"), switched_off(HASHING, reference="hashing", watch=True):
+    cheat([1, 2, 3, 4], 2)
+"""
+    )
+    assert errors(outputs) == [("PropertyFailed", "your own hashes")]
+    assert "your code called the course library's hashing" in "".join(outputs[-1]["traceback"])
+
+
+def test_the_tests_values_never_reach_the_students_process(snapshot):
+    run, parent_output = snapshot
+    outputs = run(
+        """
+SECRET_EXPECTED = 918273645
+answer = spy(1)
+assert answer == 1, SECRET_EXPECTED
+"""
+    )
+    assert errors(outputs) == []
+    # The student's function walked every frame above it, in the snapshot: the server's. The
+    # parent (the kernel the notebook goes on in) saw none of it either.
+    assert "918273645" not in parent_output()
+
+
+def test_a_test_cannot_hand_its_own_objects_to_the_student(snapshot):
+    run, _ = snapshot
+    outputs = run("area(lambda: 0, 2)")
+    assert errors(outputs)[0][0] == "TypeError"
+    assert "only plain data" in errors(outputs)[0][1]
+
+
+def test_a_lost_snapshot_is_not_run(snapshot):
+    run, _ = snapshot
+    outputs = run(
+        "import os\narea(1, 2)\n",
+        student=STUDENT + "\nimport os\narea = lambda w, h: os._exit(1)\n",
+    )
+    assert errors(outputs)[0][0] == "CellNotRun"
+
+
+def test_runs_in_grader_reads_the_marker():
+    assert hidden_runs.runs_in_grader(f"### BEGIN HIDDEN TESTS\n{hidden_runs.GRADER_SIDE}\nx = 1\n")
+    assert not hidden_runs.runs_in_grader("### BEGIN HIDDEN TESTS\nx = 1\n")
+
+
+def test_a_hidden_cell_that_runs_in_its_snapshot(snapshot):
+    run, parent_output = snapshot
+    passing = "SECRET = 918273645\nassert spy(SECRET) == SECRET\nprint('quiet')\n"
+    assert run(passing, in_snapshot=True) == []  # what it printed went nowhere
+    # The student's function read the test's frame in the snapshot; the kernel never saw it.
+    assert "918273645" not in parent_output()
+    failing = (
+        "from kvcourse.assignment_checks.harness import checking\n"
+        'with checking("areas of other shapes"):\n    assert area(2, 2) == 5\n'
+    )
+    assert errors(run(failing, in_snapshot=True)) == [("PropertyFailed", "areas of other shapes")]
+    warned = run("import sys\nsys.stderr.write('careful')\n", in_snapshot=True)
+    assert warned == [{"output_type": "stream", "name": "stderr", "text": "careful"}]
