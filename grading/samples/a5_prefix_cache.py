@@ -12,6 +12,7 @@ lookup, tested on a cache that never evicts so that an eviction mistake costs on
 part), and traces replayed against a brute-force reference.
 """
 
+from kvcourse_grader.leak_samples import leak_samples
 from kvcourse_grader.samples import (
     FORGE_SCORE,
     SWALLOW_ERRORS,
@@ -526,3 +527,6 @@ SAMPLES = {
         passes=tests_of("insert", "lookup", "replay"),
     ),
 }
+
+# Students who read the hidden tests while they run; here the tests run in the grader.
+SAMPLES.update(leak_samples("chained_hashes", "prefill", "chained_hashes"))
