@@ -9,8 +9,8 @@ kernel taken where the cell stands (:mod:`kvcourse_grader.snapshots`).
   cell runs *here*, in the grader's process, outside the sandbox, and calls the student's code in
   the snapshot through :mod:`kvcourse_grader.remote`. A name the cell does not define is looked up
   in the snapshot; the harness's ``switched_off`` switches the library's reference off in the
-  snapshot, ``each`` and ``contained`` make many calls in one exchange, and ``checking`` names the
-  failed property as in the kernel. The test's code, its expected values and its oracles never
+  snapshot, ``each``, ``contained`` and ``calls_on`` make many calls in one exchange, and
+  ``checking`` names the failed property as in the kernel. The test's code, its expected values and its oracles never
   enter a process the student's code runs in: the student's code sees only the arguments it is
   called with (so it cannot, say, read the expected value from its caller's frame and return it).
 """
@@ -28,7 +28,7 @@ import types
 from typing import Any
 
 from kvcourse.assignment_checks import harness as local_harness
-from kvcourse_grader.remote import CellTimeout, Channel, Proxy
+from kvcourse_grader.remote import CellTimeout, Channel, Proxy, put_back, student_error
 from kvcourse_grader.snapshot_server import ChannelError
 
 __all__ = ["GRADER_SIDE", "RemoteHarness", "run_hidden_cell", "run_in_snapshot", "runs_in_grader"]
@@ -90,6 +90,21 @@ class RemoteHarness:
         rows = [self.channel.data(item) for item in items]
         return self.channel.value(container._ask("contained", items=rows))
 
+    def calls_on(self, obj: Any, calls: Any, after: Any = ()) -> tuple[list, Exception | None]:
+        """The harness's ``calls_on``: for a student's object, every call in one request."""
+        if not isinstance(obj, Proxy):
+            return local_harness.calls_on(obj, calls, after)
+        calls, data = [(name, tuple(args)) for name, args in calls], self.channel.data
+        rows = [[str(name), [data(a) for a in args]] for name, args in calls]
+        answer = obj._ask("calls_on", calls=rows, after=data(list(after)))
+        for (_, args), changes in zip(calls, answer.get("changed", []), strict=False):
+            for where, now in changes:
+                put_back(args[where], self.channel.value(now))
+        value = self.channel.value
+        made = [(value(result), value(readings)) for result, readings in answer["steps"]]
+        record = answer.get("error")
+        return made, (student_error(record) if type(record) is dict else None)
+
     def names(self) -> dict[str, Any]:
         def stand_in(*args: Any, **kwargs: Any):
             raise RuntimeError("stand_in works only in a hidden cell that runs in the kernel")
@@ -102,6 +117,7 @@ class RemoteHarness:
             "switched_off": self.switched_off,
             "each": self.each,
             "contained": self.contained,
+            "calls_on": self.calls_on,
             "stand_in": stand_in,
         }
 

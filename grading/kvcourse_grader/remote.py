@@ -27,7 +27,7 @@ from typing import Any
 
 from kvcourse_grader.snapshot_server import ChannelError, decode, encode, receive, send
 
-__all__ = ["CellTimeout", "Channel", "Proxy", "StudentCodeError", "student_error"]
+__all__ = ["CellTimeout", "Channel", "Proxy", "StudentCodeError", "put_back", "student_error"]
 
 
 class StudentCodeError(Exception):
@@ -174,7 +174,7 @@ def _grader_module(name: str) -> types.ModuleType:
     return importlib.import_module(name)
 
 
-def _put_back(original: Any, now: Any) -> None:
+def put_back(original: Any, now: Any) -> None:
     """Make the test's list, dict or set ``original`` what the student's code left (``now``)."""
     if type(original) is list and type(now) is list:
         original[:] = now
@@ -205,7 +205,7 @@ class Proxy:
         )
         for where, now in answer.get("changed", []):
             original = args[where] if isinstance(where, int) else kwargs.get(where)
-            _put_back(original, self._channel.value(now))
+            put_back(original, self._channel.value(now))
         return self._channel.value(answer.get("result"))
 
     def __getattr__(self, name: str) -> Any:

@@ -254,6 +254,21 @@ class Snapshot:
             sys.stdout = sys.stderr = _Sink()
         return {"stderr": errors.text[:2000]}
 
+    def calls_on(self, target: Any, request: dict) -> dict:
+        """The harness's ``calls_on`` in one exchange: each call, the readings after it (with the
+        snapshot's private harness), and the test's lists, dicts and sets as the calls left them;
+        the error that stopped the calls, as data."""
+        calls = [(str(name), [self.value(a) for a in args]) for name, args in request["calls"]]
+        after = [tuple(w) if type(w) is list else w for w in self.value(request["after"])]
+        given = [[(i, a, _contents(a)) for i, a in enumerate(args)] for _, args in calls]
+        made, error = self.run(self.harness.calls_on, target, [(n, a) for n, a in calls], after)
+        changed = [
+            [[i, self.out(a)] for i, a, before in args if _changed(a, before)] for args in given
+        ]
+        steps = [[self.out(result), self.out(readings)] for result, readings in made]
+        failure = None if error is None else error_record(error)
+        return {"steps": steps, "error": failure, "changed": changed}
+
     def answer(self, request: dict) -> Any:
         """The result of one request (``op`` and its arguments); raises what the student's code
         raised."""
@@ -286,6 +301,8 @@ class Snapshot:
         if op == "contained":
             items = [self.value(item) for item in request["items"]]
             return self.out(run(lambda: [item in target for item in items]))
+        if op == "calls_on":
+            return self.calls_on(target, request)
         if op == "getattr":
             return self.out(run(getattr, target, str(request["name"])))
         if op == "setattr":

@@ -384,3 +384,17 @@ def test_readers_of_the_interfaces():
     with pytest.raises(AssertionError, match=r"^m: block_ids\('b'\): expected a list of int"):
         checks.block_tables(Manager(), ["b"], "m")
     assert checks.cow_count(Manager(), "m") == 2
+
+
+def test_each_contained_and_calls_on_in_the_kernel():
+    from kvcourse.assignment_checks.harness import calls_on, contained, each
+
+    assert each(max, [(1, 2), (5, 3)]) == [2, 5]
+    assert contained({1, 2}, [2, 3]) == [True, False]
+    items: list[int] = []
+    made, error = calls_on(items, [("append", (4,)), ("append", (5,))], after=["len", ("in", [5])])
+    assert error is None and made == [(None, [1, [False]]), (None, [2, [True]])]
+    made, error = calls_on(items, [("pop", ()), ("pop", ()), ("pop", ())], after=["len"])
+    assert [m[0] for m in made] == [5, 4] and isinstance(error, IndexError)
+    with pytest.raises(ValueError, match="a reading is"):
+        calls_on(items, [("append", (1,))], after=[3])

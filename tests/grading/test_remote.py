@@ -168,7 +168,7 @@ def test_the_students_functions_objects_and_errors(snapshot):
     outputs = run(
         """
 import numbers
-from kvcourse.assignment_checks.harness import checking, contained, each
+from kvcourse.assignment_checks.harness import calls_on, checking, contained, each
 
 assert area(3, 4) == 12
 try:
@@ -192,6 +192,11 @@ assert len(bag) == 2 and 5 in bag and 7 not in bag and bag.items == [5, 6]
 assert bag.add(1) is bag  # one proxy per object
 assert each(area, [(1, 2), (3, 4)]) == [2, 12]
 assert contained(bag, [5, 7, 1]) == [True, False, True]
+made, error = calls_on(bag, [("add", (8,)), ("add", (9,))], after=["len", ("in", [8, 9])])
+readings = [readings for _, readings in made]
+assert error is None and readings == [[4, [True, False]], [5, [True, True]]]
+made, error = calls_on(bag, [("add", (1,)), ("nothing", ())], after=["len"])
+assert len(made) == 1 and type(error).__name__ == "AttributeError"
 assert lies() != 5  # an object that claims to equal everything is compared by identity
 from kvcourse.blocks import OutOfBlocksError
 

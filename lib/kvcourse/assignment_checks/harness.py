@@ -10,9 +10,10 @@ copies of library modules that nothing done in the kernel has touched.
 * :func:`module_of`: the module that defines a library object, wherever the library keeps it;
 * :func:`checking`: names, in words, the property the checks inside it test, so that a failed
   hidden test tells the student which property failed and nothing else (:class:`PropertyFailed`);
-* :func:`each` and :func:`contained`: many calls of a student's function, or many ``in`` tests on
-  a student's object, at once (a hidden test that runs in the grader makes them in one exchange
-  with the student's kernel, :mod:`kvcourse_grader.remote`).
+* :func:`each`, :func:`contained` and :func:`calls_on`: many calls of a student's function, many
+  ``in`` tests on a student's object, or a sequence of method calls with readings after each, at
+  once (a hidden test that runs in the grader makes them in one exchange with the student's
+  kernel, :mod:`kvcourse_grader.remote`).
 
 Visible and hidden test cells use this one module. A visible cell imports it like any other. A
 hidden cell imports it too (``from kvcourse.assignment_checks.harness import ...``), but at
@@ -231,6 +232,41 @@ def each(function: Callable, arguments: Iterable[tuple]) -> list:
 def contained(container: object, items: Iterable[object]) -> list[bool]:
     """``[item in container for item in items]``: which items a student's object holds."""
     return [item in container for item in items]  # type: ignore[operator]
+
+
+def reading(obj: object, what: object) -> Any:
+    """One reading of :func:`calls_on`: ``"len"``, ``("in", items)`` or an attribute's name."""
+    if what == "len":
+        return len(obj)  # type: ignore[arg-type]
+    if isinstance(what, tuple) and len(what) == 2 and what[0] == "in":
+        return contained(obj, what[1])
+    if isinstance(what, str):
+        return getattr(obj, what)
+    raise ValueError(f"a reading is 'len', ('in', items) or an attribute's name, not {what!r}")
+
+
+def calls_on(
+    obj: object, calls: Iterable[tuple[str, tuple]], after: Iterable[object] = ()
+) -> tuple[list[tuple[Any, list]], Exception | None]:
+    """Call ``obj``'s methods in order, each ``(name, args)`` of ``calls``, and after each call take
+    the readings ``after`` of ``obj`` (:func:`reading`). Returns the calls made, each as
+    ``(result, readings)``, and the error that stopped them (None when every call was made): the
+    test raises it where it checks that call, so a failure names the same property as a call
+    made there would. The arguments are the test's own objects: a call that changes one changes
+    it."""
+    after = list(after)
+    for what in after:
+        is_in = isinstance(what, tuple) and len(what) == 2 and what[0] == "in"
+        if not (isinstance(what, str) or is_in):
+            raise ValueError(f"a reading is 'len', ('in', items) or an attribute's name: {what!r}")
+    made: list[tuple[Any, list]] = []
+    for name, args in calls:
+        try:
+            result = getattr(obj, name)(*args)
+            made.append((result, [reading(obj, what) for what in after]))
+        except Exception as err:
+            return made, err
+    return made, None
 
 
 def module_of(obj: object) -> types.ModuleType:
