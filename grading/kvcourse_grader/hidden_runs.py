@@ -10,9 +10,10 @@ kernel taken where the cell stands (:mod:`kvcourse_grader.snapshots`).
   the snapshot through :mod:`kvcourse_grader.remote`. A name the cell does not define is looked up
   in the snapshot; the harness's ``switched_off`` switches the library's reference off in the
   snapshot, ``each``, ``contained`` and ``calls_on`` make many calls in one exchange, and
-  ``checking`` names the failed property as in the kernel. The test's code, its expected values and its oracles never
-  enter a process the student's code runs in: the student's code sees only the arguments it is
-  called with (so it cannot, say, read the expected value from its caller's frame and return it).
+  ``checking`` names the failed property as in the kernel. The test's code, its expected values
+  and its oracles never enter a process the student's code runs in: the student's code sees only
+  the arguments it is called with (so it cannot, say, read the expected value from its caller's
+  frame and return it).
 """
 
 from __future__ import annotations

@@ -360,7 +360,15 @@ class RobustExecute(Execute):
         for entry in pending:
             index, cell, written, conn = entry
             started = time.monotonic()
+            if self._budget_spent():  # hidden cells count against the notebook's time too
+                reason = f"the notebook used up its {self.notebook_budget:g} s before cell {index}"
+                cell.outputs = [_error_output(NOT_RUN, f"not run: {reason}")]
+                if conn is not None:
+                    conn.close()
+                continue
             deadline = started + (self.timeout or 600)
+            if self.notebook_budget:
+                deadline = min(deadline, self._started + self.notebook_budget)
             channel = remote.Channel(conn, deadline) if conn is not None else None
             if hidden_runs.runs_in_grader(written):
                 outputs = hidden_runs.run_hidden_cell(
@@ -398,6 +406,8 @@ class RobustExecute(Execute):
             for index, cell in enumerate(self.nb.cells[: max(wanted) + 1]):
                 if cell.cell_type != "code" or not cell.source.strip():
                     continue
+                if self._budget_spent():
+                    break
                 if index in wanted:
                     self._take_snapshot(cell, index, wanted[index][2])
                 elif not (utils.is_grade(cell) and leaks.is_hidden_cell(cell.source)):
@@ -406,6 +416,11 @@ class RobustExecute(Execute):
             self.log.warning("The replay for the lost snapshots stopped", exc_info=True)
         self._serve_snapshots()
         run_sync(self._stop_kernel)()
+
+    def _budget_spent(self) -> bool:
+        """Whether the notebook has used up its ``notebook_budget`` seconds."""
+        spent = time.monotonic() - self._started
+        return bool(self.notebook_budget) and spent > self.notebook_budget
 
     def _read_behaviour(self, index: int) -> None:
         """Ask the kernel's audit hook for its record after cell ``index``; a record that cannot

@@ -636,3 +636,31 @@ SAMPLES = {
 SAMPLES.update(leak_samples("kv_bytes_per_token", "kv_bytes_per_flop", "kv_bytes_per_token"))
 if sandbox_problem() is None:
     SAMPLES.update(SANDBOXED)
+
+#: Checks its arguments, then answers with the caller's ``expected`` when a frame above has one:
+#: the visible tests' loops do, and so did the hidden ones while they ran in the kernel.
+READS_EXPECTED = """
+import sys
+
+
+def kv_bytes_per_token(
+    num_layers: int, num_kv_heads: int, head_dim: int, bytes_per_element: int | float
+) -> int:
+    for value in (num_layers, num_kv_heads, head_dim, bytes_per_element):
+        if value <= 0:
+            raise ValueError("every argument must be positive")
+    frame = sys._getframe(1)
+    while frame is not None:  # the test that called: its expected value is the answer
+        if "expected" in frame.f_locals:
+            return frame.f_locals["expected"]
+        frame = frame.f_back
+    return 0
+"""
+
+# A student who answers with the value the test expects, read from the test's own frame: the
+# visible tests run in the kernel and give it away; the hidden ones run in the grader.
+SAMPLES["reads_expected"] = Sample(
+    about="bytes per token read from the calling test's `expected`, nothing computed",
+    cells={"kv_bytes_per_token": READS_EXPECTED},
+    passes=(*all_but("kv_bytes_per_token"), "test_kv_bytes_per_token"),
+)
