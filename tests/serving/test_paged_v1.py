@@ -93,6 +93,20 @@ def test_a_victims_block_evicted_before_it_returns_is_prefilled_again():
     assert v1.memory.pool.num_evictions >= 1
 
 
+def test_every_copy_of_a_shared_full_block_keeps_its_name():
+    """Three 4-token prompts that are exactly the shared prefix (blocks of 4), outputs 1, 3 and
+    2, on a pool of 3 blocks. A hit stops a token short of the prompt, so each prefill computes a
+    copy of the prefix block of its own, and vLLM v0.33.0 names every copy (BlockHashToBlockMap):
+    when the first request finishes, its copy stays cached beside the others. The run then takes
+    3 iterations, as vLLM's own BlockPool and scheduler give on the same requests; with only one
+    copy named it took 4."""
+    requests = [Request(0, 0.0, 4, 1), Request(1, 0.0, 4, 3), Request(2, 0.0, 4, 2)]
+    run = VllmV1Scheduler(requests, PagedV1Scheme(4, shared_prefix=4), num_slots=12, cost=UNIT)
+    iterations = list(run)
+    assert [ids(it.admitted) for it in iterations] == [[0, 1, 2], [], [2]]
+    assert len(iterations) == 3
+
+
 def test_bad_arguments_are_refused_clearly():
     requests = [Request(0, 0.0, 3, 2)]
     with pytest.raises(TypeError, match="pass a PagedV1Scheme"):

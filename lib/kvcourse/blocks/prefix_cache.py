@@ -110,7 +110,10 @@ class PrefixCache:
     blocks). ``naming`` (:data:`NAMINGS`) says when a full block gets its name: ``"computed"``, once
     :meth:`register` is called after its KV is written (the course's default); ``"allocated"``, as
     soon as :meth:`allocate` or :meth:`grow` hands it out (vLLM v1's). The pool's own options give
-    v1's duplicate copies and free order.
+    v1's duplicate copies and free order. ``naming="allocated"`` on a pool without
+    ``keep_duplicates`` is a mix vLLM never runs (the tests use it to show one rule at a time):
+    there a second copy of a named block stays unnamed, and a later :meth:`grow` of its sequence
+    names it once the first copy has been evicted; :meth:`like_vllm_v1` sets both.
 
     ``root`` is the chained hashes' root (:data:`~kvcourse.blocks.hashing.ROOT_HASH`); give two
     models different roots so that they never share blocks. The counters, for the hit rate:

@@ -36,7 +36,13 @@ __all__ = ["PrefixCachingKVCache"]
 class PrefixCachingKVCache(PagedKVCache):
     """A paged KV cache over ``pool`` whose prompts reuse cached prefixes through
     ``prefix_cache`` (a new :class:`~kvcourse.blocks.prefix_cache.PrefixCache` over ``pool`` by
-    default). Sequences added with ``add_sequence`` work as in a plain paged cache."""
+    default). Sequences added with ``add_sequence`` work as in a plain paged cache.
+
+    Blocks get their names only from :meth:`register_prompt` and :meth:`register_sequence`, once
+    their K and V are written: a ``prefix_cache`` made with ``naming="allocated"`` (vLLM v1's
+    rule) names nothing earlier through this cache, since the blocks for the rest of a prompt are
+    taken as the model writes it, not by :meth:`PrefixCache.allocate
+    <kvcourse.blocks.prefix_cache.PrefixCache.allocate>`."""
 
     def __init__(
         self,

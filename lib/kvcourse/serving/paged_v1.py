@@ -88,7 +88,9 @@ class PagedV1Memory(PagedMemory):
         prefix_caching: bool = True,
         shared_prefix: int = 0,
     ) -> None:
-        self._pool = BlockPool(num_slots // block_size, block_size, uncached_first=True)
+        self._pool = BlockPool(
+            num_slots // block_size, block_size, uncached_first=True, keep_duplicates=True
+        )
         self._block_size = block_size
         self._caching = bool(prefix_caching)
         self._shared_blocks = shared_prefix // block_size if prefix_caching else 0
@@ -173,7 +175,8 @@ class PagedV1Memory(PagedMemory):
         if self._caching:
             stored = live.prompt + live.done - self.unwritten_tokens
             for index in range(stored // self._block_size):
-                # A twin already caching the name keeps it; this block then goes unnamed.
+                # Every copy takes the name, a twin's too (keep_duplicates: vLLM v0.33.0's
+                # BlockHashToBlockMap holds every block of a hash).
                 pool.set_block_hash(block_ids[index], self._name(live, index))
         self._extra_refs -= sum(pool.ref_count(block_id) > 1 for block_id in block_ids)
         pool.release_many(reversed(block_ids))
