@@ -24,13 +24,12 @@ import contextlib
 import importlib
 import io
 import itertools
-import traceback
 import types
 from typing import Any
 
 from kvcourse.assignment_checks import harness as local_harness
 from kvcourse_grader.remote import CellTimeout, Channel, Proxy, put_back, student_error
-from kvcourse_grader.snapshot_server import ChannelError
+from kvcourse_grader.snapshot_server import ChannelError, traceback_lines
 
 __all__ = ["GRADER_SIDE", "RemoteHarness", "run_hidden_cell", "run_in_snapshot", "runs_in_grader"]
 
@@ -192,8 +191,7 @@ def run_hidden_cell(
     except ChannelError as err:
         outputs.append(_error(not_run, f"not run: {err}"))
     except Exception as err:  # a failed test, or the student's error it did not catch
-        lines = traceback.format_exception(type(err), err, err.__traceback__)
-        outputs.append(_error(type(err).__name__, str(err), [line[:5000] for line in lines]))
+        outputs.append(_error(type(err).__name__, str(err), traceback_lines(err)))
     finally:
         channel.close()
     for name, value in namespace.items():

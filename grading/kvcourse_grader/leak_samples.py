@@ -103,10 +103,13 @@ TRACED = []
 
 
 def _trace_everything(frame, event, arg):
-    if event == "call" and frame.f_code.co_filename.startswith(("<", "kvcourse")):
+    # Cells (ipykernel names them /tmp/ipykernel_<pid>/<hash>.py) and code compiled from text:
+    # where a hidden test would be.
+    name = frame.f_code.co_filename
+    if event == "call" and ("ipykernel_" in name or name.startswith("<h")) and len(TRACED) < 4000:
         for value in (frame.f_code.co_consts, frame.f_locals):
             try:
-                TRACED.append(repr(value)[:4000])
+                TRACED.append(repr(value)[:2000])
             except Exception:  # a value whose repr fails
                 pass
     return None

@@ -145,13 +145,18 @@ class HiddenText:
 
 def hidden_text(nb: NotebookNode) -> HiddenText:
     """The :class:`HiddenText` of a notebook whose test cells carry their hidden regions (the
-    source notebook, or an autograded one)."""
+    source notebook, or an autograded one): the pieces found in no visible cell and not in the
+    grader's code the kernel is shown (:func:`~kvcourse_grader.snapshots.kernel_visible_source`)."""
     hidden_code, visible_code = [], []
     for cell in nb.cells:
         hidden, visible = _regions(cell.source) if cell.cell_type == "code" else ([], [])
         hidden_code.append("\n".join(hidden))
         visible_code.append("\n".join(visible if cell.cell_type == "code" else [cell.source]))
-    visible_all = "\n".join(visible_code)
+    # What the kernel is shown of the grader's own code counts as visible too (a student who
+    # prints it shows no hidden test, though a number in it may equal one of the tests').
+    from kvcourse_grader.snapshots import kernel_visible_source
+
+    visible_all = "\n".join(visible_code) + "\n" + kernel_visible_source()
     visible_squeezed = _squeeze(visible_all)  # a hidden line inside a visible one tells nothing
     lines = {_squeeze(line) for code in hidden_code for line in code.split("\n")}
     lines = {

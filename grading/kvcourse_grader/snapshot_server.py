@@ -151,6 +151,22 @@ def receive(sock: Any) -> Any:
         raise ChannelError(f"a message that is not JSON: {err}") from None
 
 
+def traceback_lines(err: BaseException) -> list[str]:
+    """``err``'s traceback as IPython's error outputs begin it: a first line naming the error at
+    the root of the chain (``MemoryError    Traceback (most recent call last)``), which the
+    grader's run notes read, then the lines Python prints, cut short."""
+    import traceback
+
+    root = err
+    while (root.__cause__ or root.__context__) is not None and len(str(root)) < 10**6:
+        root = root.__cause__ or root.__context__  # type: ignore[assignment]
+        if root is err:
+            break
+    lines = traceback.format_exception(type(err), err, err.__traceback__)
+    head = f"{type(root).__name__}    Traceback (most recent call last)"
+    return [head] + [line[:2000] for line in lines[-40:]]
+
+
 def error_record(err: BaseException) -> dict:
     """An exception raised by the student's code as data: its class's name, the builtin classes and
     the first course-library class it derives from (so the grader can raise one the test's
@@ -246,10 +262,7 @@ class Snapshot:
         try:
             self.run(exec, code, self.namespace)
         except BaseException as err:
-            import traceback
-
-            lines = traceback.format_exception(type(err), err, err.__traceback__)
-            raise _Failed(error_record(err), [line[:2000] for line in lines[-40:]]) from None
+            raise _Failed(error_record(err), traceback_lines(err)) from None
         finally:
             sys.stdout = sys.stderr = _Sink()
         return {"stderr": errors.text[:2000]}

@@ -21,7 +21,7 @@ from kvcourse_grader import snapshot_server
 from kvcourse_grader.hidden_harness import harness_source
 from kvcourse_grader.snapshot_server import ChannelError, receive
 
-__all__ = ["SnapshotListener", "snapshot_code"]
+__all__ = ["SnapshotListener", "kernel_visible_source", "snapshot_code"]
 
 
 class SnapshotListener:
@@ -81,6 +81,13 @@ class SnapshotListener:
         self.sock.close()
         with contextlib.suppress(OSError):
             self.path.unlink()
+
+
+def kernel_visible_source() -> str:
+    """The grader's own source that :func:`snapshot_code` shows the kernel (the snapshot server
+    and the harness): student code may print it, and nothing in it is a hidden test, so the
+    output search (:func:`kvcourse_grader.leaks.hidden_text`) never takes it for one."""
+    return Path(snapshot_server.__file__).read_text(encoding="utf-8") + "\n" + harness_source()
 
 
 def snapshot_code(kernel_path: str, nonce: str, cpu_seconds: int, wall_seconds: int) -> str:
