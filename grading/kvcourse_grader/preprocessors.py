@@ -370,7 +370,8 @@ class RobustExecute(Execute):
             if self.notebook_budget:
                 deadline = min(deadline, self._started + self.notebook_budget)
             channel = remote.Channel(conn, deadline) if conn is not None else None
-            if hidden_runs.runs_in_grader(written):
+            in_grader = hidden_runs.runs_in_grader(written)
+            if in_grader:
                 outputs = hidden_runs.run_hidden_cell(
                     written, channel, self._shared, index, NOT_RUN
                 )
@@ -379,7 +380,7 @@ class RobustExecute(Execute):
                 outputs = hidden_runs.run_in_snapshot(private, channel, index, NOT_RUN)
             cell.outputs = [nbformat.from_dict(output) for output in outputs]
             if channel is not None:
-                where = "the grader" if hidden_runs.runs_in_grader(written) else "its snapshot"
+                where = "the grader" if in_grader else "its snapshot"
                 spent = time.monotonic() - started
                 self.log.info(
                     "Hidden cell %d ran in %s: %d calls in %.2f s",

@@ -15,6 +15,7 @@ import os
 import secrets
 import socket
 import time
+from functools import cache
 from pathlib import Path
 
 from kvcourse_grader import snapshot_server
@@ -83,17 +84,23 @@ class SnapshotListener:
             self.path.unlink()
 
 
+@cache
+def _server_source() -> str:
+    """The snapshot server's source, read once per grading process."""
+    return Path(snapshot_server.__file__).read_text(encoding="utf-8")
+
+
 def kernel_visible_source() -> str:
     """The grader's own source that :func:`snapshot_code` shows the kernel (the snapshot server
     and the harness): student code may print it, and nothing in it is a hidden test, so the
     output search (:func:`kvcourse_grader.leaks.hidden_text`) never takes it for one."""
-    return Path(snapshot_server.__file__).read_text(encoding="utf-8") + "\n" + harness_source()
+    return _server_source() + "\n" + harness_source()
 
 
 def snapshot_code(kernel_path: str, nonce: str, cpu_seconds: int, wall_seconds: int) -> str:
     """Code for the kernel that takes a snapshot (:func:`snapshot_server.take_snapshot`), with the
     server and the harness compiled from the grading machine's files into a private module."""
-    server = Path(snapshot_server.__file__).read_text(encoding="utf-8")
+    server = _server_source()
     return "\n".join(
         [
             "def _kvcourse_snapshot(namespace):",
