@@ -88,7 +88,7 @@ def {name}(*args, **kwargs):
 PRINT_STASH = """
 import base64
 
-print("stash:", base64.b64encode("\\n".join(STASH).encode()).decode())
+print("stash: " + base64.b64encode("\\n".join(STASH).encode()).decode())
 
 """
 
@@ -124,7 +124,7 @@ TRACED_MARK = "traced:"
 
 #: Prints the record, each byte XOR 0x5A, in hex.
 PRINT_TRACED = """
-print("traced:", bytes(b ^ 0x5A for b in "\\n".join(TRACED).encode()).hex())
+print("traced: " + bytes(b ^ 0x5A for b in "\\n".join(TRACED).encode()).hex())
 
 """
 
