@@ -9,7 +9,8 @@ kernel taken where the cell stands (:mod:`kvcourse_grader.snapshots`).
   cell runs *here*, in the grader's process, outside the sandbox, and calls the student's code in
   the snapshot through :mod:`kvcourse_grader.remote`. A name the cell does not define is looked up
   in the snapshot; the harness's ``switched_off`` switches the library's reference off in the
-  snapshot, ``each``, ``contained`` and ``calls_on`` make many calls in one exchange, and
+  snapshot, ``each``, ``contained``, ``calls_on``, ``reading`` and ``attach`` make many calls
+  or reads in one exchange, ``stub`` makes a stand-in there, and
   ``checking`` names the failed property as in the kernel. The test's code, its expected values
   and its oracles never enter a process the student's code runs in: the student's code sees only
   the arguments it is called with (so it cannot, say, read the expected value from its caller's
@@ -105,6 +106,45 @@ class RemoteHarness:
         record = answer.get("error")
         return made, (student_error(record) if type(record) is dict else None)
 
+    def reading(self, obj: Any, what: Any) -> Any:
+        """The harness's ``reading``: for a student's object, read in one request."""
+        if not isinstance(obj, Proxy):
+            return local_harness.reading(obj, what)
+        data = self.channel.data
+        return self.channel.value(
+            self.channel.ask("harness", name="reading", args=[data(obj), data(what)])
+        )
+
+    def attach(self, parent: Any, attribute: str, key: Any, child: Any) -> None:
+        """The harness's ``attach``: hangs a student's node under another in one request."""
+        if not isinstance(parent, Proxy):
+            return local_harness.attach(parent, attribute, key, child)
+        args = [self.channel.data(a) for a in (parent, attribute, key, child)]
+        self.channel.ask("harness", name="attach", args=args)
+        return None
+
+    def calls_on_result(self, function: Any, args: Any, calls: Any) -> int:
+        """The harness's ``calls_on_result``: the call and the calls on its result, in the
+        snapshot (where the student's code keeps what it returned)."""
+        if not isinstance(function, Proxy):
+            return local_harness.calls_on_result(function, args, calls)
+        rows = [[str(name), list(call_args)] for name, call_args in calls]
+        fields = [self.channel.data(v) for v in (function, list(args), rows)]
+        return self.channel.value(self.channel.ask("harness", name="calls_on_result", args=fields))
+
+    def is_subclass(self, cls: Any, of: Any) -> bool:
+        """The harness's ``is_subclass``, for a student's class and a library class: asked in
+        the snapshot, where both are."""
+        if not isinstance(cls, Proxy):
+            return local_harness.is_subclass(cls, of)
+        answer = self.channel.ask("is_subclass", h=cls._number, owner=self.owner_spec(of))
+        return self.channel.value(answer)
+
+    def stub(self, answers: Any, refuse: Any = ()) -> Any:
+        """The harness's ``stub``, made in the snapshot: a handle the student's code can use."""
+        args = [self.channel.data(dict(answers)), self.channel.data(tuple(refuse))]
+        return self.channel.value(self.channel.ask("harness", name="stub", args=args))
+
     def names(self) -> dict[str, Any]:
         def stand_in(*args: Any, **kwargs: Any):
             raise RuntimeError("stand_in works only in a hidden cell that runs in the kernel")
@@ -118,6 +158,11 @@ class RemoteHarness:
             "each": self.each,
             "contained": self.contained,
             "calls_on": self.calls_on,
+            "reading": self.reading,
+            "attach": self.attach,
+            "stub": self.stub,
+            "calls_on_result": self.calls_on_result,
+            "is_subclass": self.is_subclass,
             "stand_in": stand_in,
         }
 

@@ -56,6 +56,9 @@ REMOVED = (
 MIN_LINE, MIN_DIGITS, MIN_STRING = 12, 5, 8
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+# A line that is one name (a name of a long import, an argument on a line of its own): it tells
+# nothing, and the library's own code, which a traceback may show, is full of them.
+_NAME_ONLY = re.compile(r"[A-Za-z_][\w.]*,?\)?")
 _BASE64 = re.compile(r"[A-Za-z0-9+/_-]{16,}={0,2}")
 _HEX = re.compile(r"(?:[0-9a-fA-F]{2}){8,}")
 
@@ -165,6 +168,7 @@ def hidden_text(nb: NotebookNode) -> HiddenText:
         if len(line) >= MIN_LINE
         and line not in visible_squeezed
         and not line.startswith(("import ", "from "))
+        and not _NAME_ONLY.fullmatch(line)
     }
     literals = set()
     for code in hidden_code:

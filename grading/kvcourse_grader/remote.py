@@ -25,7 +25,14 @@ import time
 import types
 from typing import Any
 
-from kvcourse_grader.snapshot_server import ChannelError, decode, encode, receive, send
+from kvcourse_grader.snapshot_server import (
+    ChannelError,
+    decode,
+    encode,
+    library_object,
+    receive,
+    send,
+)
 
 __all__ = ["CellTimeout", "Channel", "Proxy", "StudentCodeError", "put_back", "student_error"]
 
@@ -105,6 +112,8 @@ class Channel:
         """Data from the snapshot as a value here (handles as proxies)."""
         if type(data) is dict and data.get("t") == "module":
             return _grader_module(str(data.get("v")))
+        if type(data) is dict and data.get("t") == "library":  # the grader's own class or function
+            return library_object(str(data.get("m")), str(data.get("q")))
         try:
             return decode(data, self.proxy)
         except (ValueError, TypeError, KeyError, OverflowError) as err:

@@ -7,7 +7,8 @@ run :func:`take_snapshot`: the kernel forks, the parent goes on with the noteboo
 and waits. Only once every cell of the notebook has run, and nothing the kernel does can reach the
 student any more, does the grader run the hidden test, in its own process
 (:mod:`kvcourse_grader.remote`), calling the snapshot's functions and objects across the socket:
-values go as data (:func:`encode`), objects as numbered handles. The test's code, its expected
+values go as data (:func:`encode`; the course library's frozen dataclasses as records of their
+fields), objects as numbered handles. The test's code, its expected
 values and its oracles never enter a process the student's code runs in.
 
 This file is sent into the kernel as source (like the private harness) and runs there, so it
@@ -18,6 +19,8 @@ A message is a 4-byte big-endian length and that many bytes of JSON.
 from __future__ import annotations
 
 import base64
+import dataclasses
+import importlib
 import json
 import operator
 import struct
@@ -34,6 +37,10 @@ MAX_ITEMS = 2_000_000
 _SCALARS = (type(None), bool, int, float, str)
 _FLAT = frozenset([type(None), bool, int, float])  # crosses as it is, in a list
 _CONTAINERS = {list: "list", tuple: "tuple", set: "set", frozenset: "frozenset"}
+
+
+#: The harness functions a grader-side hidden cell may call here (``op: harness``).
+HARNESS_CALLS = frozenset(["reading", "attach", "stub", "calls_on_result"])
 
 
 class ChannelError(RuntimeError):
@@ -59,6 +66,34 @@ def _numpy_value(value: Any) -> dict | None:
     return None
 
 
+def _is_library(module: object) -> bool:
+    return isinstance(module, str) and (module == "kvcourse" or module.startswith("kvcourse."))
+
+
+def _record(value: Any) -> list | None:
+    """The fields a frozen dataclass of the course library is built from (None for anything
+    else): a ``ClusterView`` or a ``Decision`` crosses as its values, rebuilt on the other side."""
+    kind = type(value)
+    params = kind.__dict__.get("__dataclass_params__")
+    if params is None or not params.frozen or not _is_library(kind.__module__):
+        return None
+    return [(f.name, getattr(value, f.name)) for f in dataclasses.fields(kind) if f.init]
+
+
+def library_object(module: str, qualname: str) -> Any:
+    """The course library's ``module.qualname``, imported here; ``ChannelError`` for a name
+    outside the library or not found."""
+    if not _is_library(module):
+        raise ChannelError(f"{module!r} is not a module of the course library")
+    try:
+        found: Any = importlib.import_module(module)
+        for part in qualname.split("."):
+            found = getattr(found, part)
+    except (ImportError, AttributeError) as err:
+        raise ChannelError(f"no {module}.{qualname} here: {err}") from None
+    return found
+
+
 def encode(value: Any, handle_of: Any, depth: int = 0) -> Any:
     """``value`` as JSON-ready data: plain values as they are, containers tagged, numpy scalars
     and arrays with their dtype, and anything else as ``{"t": "h", "v": handle_of(value)}``.
@@ -81,6 +116,10 @@ def encode(value: Any, handle_of: Any, depth: int = 0) -> Any:
         return {"t": "dict", "v": pairs}
     if kind is bytes:
         return {"t": "bytes", "v": base64.b64encode(value).decode("ascii")}
+    fields = _record(value)
+    if fields is not None:
+        body = [[name, encode(v, handle_of, depth + 1)] for name, v in fields]
+        return {"t": "rec", "m": kind.__module__, "q": kind.__qualname__, "v": body}
     found = _numpy_value(value)
     return found if found is not None else handle_of(value)
 
@@ -103,6 +142,15 @@ def decode(data: Any, from_handle: Any) -> Any:
         return {decode(k, from_handle): decode(v, from_handle) for k, v in body}
     if tag == "bytes":
         return base64.b64decode(body)
+    if tag == "rec":  # rebuilt from its fields, by this side's own class (its checks run)
+        kind = library_object(str(data["m"]), str(data["q"]))
+        if not (isinstance(kind, type) and dataclasses.is_dataclass(kind)):
+            raise ChannelError(f"{data['m']}.{data['q']} is not a dataclass")
+        fields = {str(name): decode(v, from_handle) for name, v in body}
+        try:
+            return kind(**fields)
+        except Exception as err:  # noqa: BLE001 - fields no constructor of the library accepts
+            raise ChannelError(f"cannot rebuild a {kind.__name__}: {err}") from None
     if tag in ("np", "nd"):
         import numpy
 
@@ -293,12 +341,23 @@ class Snapshot:
             found = self.namespace[name]
             if type(found) is type(sys):  # a module: the grader imports its own
                 return {"t": "module", "v": str(getattr(found, "__name__", ""))}
+            named = _library_name(found)
+            if named is not None:  # a class or function of the library: the grader's own
+                return {"t": "library", "m": named[0], "q": named[1]}
             return self.out(found)
         if op in ("switch_on", "switch_off"):
             return self.switch(request)
         if op == "run_cell":
             return self.run_cell(str(request["source"]), str(request["filename"]))
+        if op == "harness":  # one of the private harness's readers, on the student's objects
+            name = str(request["name"])
+            if name not in HARNESS_CALLS:
+                raise ValueError(f"the harness has no {name!r} to call here")
+            args = [self.value(a) for a in request["args"]]
+            return self.out(run(getattr(self.harness, name), *args))
         target = self.objects[int(request["h"])]
+        if op == "is_subclass":  # a student's class against a library class, named
+            return self.out(run(issubclass, target, self.owner(request["owner"])))
         if op == "call":
             args = [self.value(a) for a in request["args"]]
             kwargs = {str(k): self.value(v) for k, v in request["kwargs"]}
@@ -353,6 +412,20 @@ class Snapshot:
             except BaseException as err:  # noqa: BLE001 - the student's code may raise anything
                 reply = {"error": error_record(err)}
             send(sock, reply)
+
+
+def _library_name(value: Any) -> tuple[str, str] | None:
+    """``(module, qualname)`` of a class or function of the course library that is what its
+    module holds under that name (None for anything else, the student's own among them)."""
+    if not isinstance(value, type) and type(value).__name__ != "function":
+        return None
+    module, qualname = getattr(value, "__module__", None), getattr(value, "__qualname__", None)
+    if not (_is_library(module) and isinstance(qualname, str)):
+        return None
+    try:
+        return (module, qualname) if library_object(module, qualname) is value else None
+    except ChannelError:
+        return None
 
 
 def _contents(value: Any) -> Any:

@@ -11,6 +11,7 @@ mistakes show only in the hidden tests or in the simulator, parts that build on 
 library (the reference allocator, the simulator) that must not stand in for the student's code.
 """
 
+from kvcourse_grader.leak_samples import leak_samples
 from kvcourse_grader.samples import (
     AGREEABLE,
     ANYTHING,
@@ -694,3 +695,30 @@ SAMPLES = {
         passes=(),
     ),
 }
+
+# Students who read the hidden tests while they run; here the tests run in the grader (all but
+# the simulator's, whose student code only hands out offsets, in a copy of the kernel).
+SAMPLES.update(leak_samples("round_up_pow2", "binary_roots", "round_up_pow2"))
+
+READS_EXPECTED = """
+import sys
+
+
+def refusal(arena, num_slots: int) -> str:
+    if num_slots <= 0:
+        raise ValueError("a request takes at least one slot")
+    frame = sys._getframe(1)
+    while frame is not None:  # the test that called: its expected answer is the answer
+        if "expected" in frame.f_locals:
+            return frame.f_locals["expected"]
+        frame = frame.f_back
+    return "fits"
+"""
+
+# A student who answers with what the calling test expects, read from its frame: the visible
+# tests run in the kernel and give it away; the hidden ones run in the grader.
+SAMPLES["reads_expected"] = Sample(
+    about="refusal's answer read from the calling test's `expected`, nothing computed",
+    cells={"refusal": READS_EXPECTED},
+    passes=(*all_but("refusal"), "test_refusal"),
+)

@@ -398,3 +398,45 @@ def test_each_contained_and_calls_on_in_the_kernel():
     assert [m[0] for m in made] == [5, 4] and isinstance(error, IndexError)
     with pytest.raises(ValueError, match="a reading is"):
         calls_on(items, [("append", (1,))], after=[3])
+
+
+class _Node:
+    def __init__(self, tokens):
+        self.tokens, self.children = tokens, {}
+
+
+class _Tree:
+    def __init__(self):
+        self.root = _Node(())
+
+
+def test_readings_of_a_tree_a_method_and_several_at_once_and_the_stand_ins():
+    from kvcourse.assignment_checks.harness import (
+        attach,
+        calls_on_result,
+        reading,
+        stub,
+    )
+
+    tree = _Tree()
+    attach(tree.root, "children", 5, _Node((5, 6)))
+    attach(tree.root, "children", 2, _Node((2,)))
+    attach(tree.root.children[5], "children", 7, _Node((7,)))
+    # Children in key order, each parent before its own: what a test compares a tree by.
+    rows = reading(tree, ("tree", "root", "children", ("tokens",)))
+    assert rows == [(2, [(2,)]), (5, [(5, 6)]), (7, [(7,)])]
+    assert reading([3, 1], [("call", "copy"), "len"]) == [[3, 1], 2]
+    with pytest.raises(ValueError, match="a reading is"):
+        reading(tree, [["len"]])
+    kept = [[1, 2]]
+    assert calls_on_result(lambda: kept[0], (), [("append", (3,)), ("reverse", ())]) == 2
+    assert kept == [[3, 2, 1]]  # the calls changed the function's own list
+    assert calls_on_result(tuple, ([1],), [("append", (3,))]) == 0  # a tuple has no append
+    arena = stub({"free_blocks": [(0, 4)], "free_slots": 4}, refuse=("alloc",))
+    blocks = arena.free_blocks()
+    blocks.append((9, 9))  # a fresh copy each time
+    assert arena.free_blocks() == [(0, 4)] and arena.free_slots() == 4
+    with pytest.raises(AssertionError, match="alloc"):
+        arena.alloc(1)
+    with pytest.raises(AttributeError):
+        arena.free(0)

@@ -54,6 +54,36 @@ STUDENT = textwrap.dedent(
             return item in self.items
 
 
+    KEPT = [1, 2]
+
+
+    def kept():
+        return KEPT
+
+
+    def total(arena):
+        return arena.free_slots() + len(arena.free_blocks())
+
+
+    from kvcourse.cluster import ClusterView, Decision
+
+    VIEW = ClusterView(100, (0.5, 0.0), (0, 1))
+
+
+    def first_idle(view):
+        return Decision(view.queue_s.index(0.0), 0, None, 1.25)
+
+
+    class Node:
+        def __init__(self, tokens):
+            self.tokens, self.children = tokens, {}
+
+
+    class Tree:
+        def __init__(self):
+            self.root = Node(())
+
+
     class Liar(int):
         def __eq__(self, other):
             return True
@@ -206,6 +236,46 @@ except OutOfBlocksError as err:  # the library's own class, here as in the kerne
     assert "no free block" in str(err)
 scalar, array = numpy_values()
 assert isinstance(scalar, numbers.Integral) and array.tolist() == [0.0, 1.0, 2.0]
+print("all good")
+"""
+    )
+    assert errors(outputs) == []
+    assert outputs[0]["text"] == "all good\n"
+
+
+def test_readings_attach_stand_ins_and_calls_on_results_happen_in_the_snapshot(snapshot):
+    run, _ = snapshot
+    outputs = run(
+        """
+import kvcourse.blocks
+from kvcourse.assignment_checks.harness import attach, calls_on_result, is_subclass, reading, stub
+
+assert is_subclass(Tree, object) and not is_subclass(Tree, kvcourse.blocks.BuddyAllocator)
+tree = Tree()
+attach(tree.root, "children", 4, Node((4, 5)))
+attach(tree.root.children[4], "children", 6, Node((6,)))
+assert reading(tree, ("tree", "root", "children", ("tokens",))) == [(4, [(4, 5)]), (6, [(6,)])]
+assert calls_on_result(kept, (), [("append", (3,)), ("reverse", ())]) == 2
+assert kept() == [3, 2, 1]  # the student's own list changed, where the student keeps it
+arena = stub({"free_slots": 8, "free_blocks": [(0, 8)]}, refuse=("alloc",))
+assert total(arena) == 9
+print("all good")
+"""
+    )
+    assert errors(outputs) == []
+    assert outputs[0]["text"] == "all good\n"
+
+
+def test_the_librarys_records_cross_as_values_and_its_classes_are_the_graders(snapshot):
+    run, _ = snapshot
+    outputs = run(
+        """
+import kvcourse.cluster
+
+assert ClusterView is kvcourse.cluster.ClusterView  # looked up: the grader's own class
+assert VIEW == ClusterView(100, (0.5, 0.0), (0, 1))  # a frozen dataclass crosses as its fields
+got = first_idle(ClusterView(10, (1.0, 0.0, 0.0), (0, 0, 0)))
+assert isinstance(got, Decision) and got == Decision(1, 0, None, 1.25)
 print("all good")
 """
     )

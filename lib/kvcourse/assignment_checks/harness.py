@@ -11,9 +11,11 @@ copies of library modules that nothing done in the kernel has touched.
 * :func:`checking`: names, in words, the property the checks inside it test, so that a failed
   hidden test tells the student which property failed and nothing else (:class:`PropertyFailed`);
 * :func:`each`, :func:`contained` and :func:`calls_on`: many calls of a student's function, many
-  ``in`` tests on a student's object, or a sequence of method calls with readings after each, at
-  once (a hidden test that runs in the grader makes them in one exchange with the student's
-  kernel, :mod:`kvcourse_grader.remote`).
+  ``in`` tests on a student's object, or a sequence of method calls with readings after each
+  (:func:`reading`: a length, attributes, a method's answer, a whole tree), at once;
+  :func:`attach` hangs a node under its parent and :func:`stub` makes a stand-in with fixed
+  answers (a hidden test that runs in the grader makes each in one exchange with the
+  student's kernel, :mod:`kvcourse_grader.remote`).
 
 Visible and hidden test cells use this one module. A visible cell imports it like any other. A
 hidden cell imports it too (``from kvcourse.assignment_checks.harness import ...``), but at
@@ -26,6 +28,7 @@ only inside :func:`stand_in`), and a test holds it to that.
 from __future__ import annotations
 
 import contextlib
+import copy
 import dis
 import importlib
 import importlib.util
@@ -234,15 +237,101 @@ def contained(container: object, items: Iterable[object]) -> list[bool]:
     return [item in container for item in items]  # type: ignore[operator]
 
 
+#: What :func:`reading` accepts, in words, for its error message.
+READINGS = (
+    "'len', ('in', items), ('call', method), ('tree', root, children, fields) or an attribute's "
+    "name"
+)
+
+
+def _is_reading(what: object) -> bool:
+    if isinstance(what, list):
+        return all(_is_reading(w) and not isinstance(w, list) for w in what)
+    if isinstance(what, str):
+        return True
+    if isinstance(what, tuple) and len(what) == 2 and what[0] == "in":
+        return True
+    if isinstance(what, tuple) and len(what) == 2 and what[0] == "call":
+        return isinstance(what[1], str)
+    return (
+        isinstance(what, tuple)
+        and len(what) == 4
+        and what[0] == "tree"
+        and all(isinstance(name, str) for name in (what[1], what[2], *what[3]))
+    )
+
+
+def tree_rows(obj: object, root: str, children: str, fields: Iterable[str]) -> list[tuple]:
+    """A student's tree read top down: from ``obj.<root>``, each node's ``<children>`` mapping in
+    sorted key order, parents before their children; one ``(key, [child.<field>, ...])`` per
+    child. What a test compares a tree by, read in one go."""
+    fields, rows = tuple(fields), []
+
+    def visit(node: object) -> None:
+        below = getattr(node, children)
+        for key in sorted(below):
+            child = below[key]
+            rows.append((key, [getattr(child, field) for field in fields]))
+            visit(child)
+
+    visit(getattr(obj, root))
+    return rows
+
+
 def reading(obj: object, what: object) -> Any:
-    """One reading of :func:`calls_on`: ``"len"``, ``("in", items)`` or an attribute's name."""
+    """One reading of a student's object: ``"len"``, ``("in", items)`` (:func:`contained`),
+    ``("call", method)`` (what the method returns, called with no arguments),
+    ``("tree", root, children, fields)`` (:func:`tree_rows`) or an attribute's name; or a list of
+    these, read in order."""
+    if not _is_reading(what):
+        raise ValueError(f"a reading is {READINGS}, or a list of them, not {what!r}")
+    if isinstance(what, list):
+        return [reading(obj, w) for w in what]
     if what == "len":
         return len(obj)  # type: ignore[arg-type]
-    if isinstance(what, tuple) and len(what) == 2 and what[0] == "in":
-        return contained(obj, what[1])
     if isinstance(what, str):
         return getattr(obj, what)
-    raise ValueError(f"a reading is 'len', ('in', items) or an attribute's name, not {what!r}")
+    assert isinstance(what, tuple)
+    if what[0] == "in":
+        return contained(obj, what[1])
+    if what[0] == "call":
+        return getattr(obj, what[1])()
+    return tree_rows(obj, what[1], what[2], what[3])
+
+
+class Stub:
+    """A stand-in object a test hands to a student's function: each method named in ``answers``
+    returns a fresh copy of its value; calling one named in ``refuse`` fails the test (the
+    function under test must not change what it was given). Made with :func:`stub`."""
+
+    def __init__(self, answers: Mapping[str, object], refuse: Iterable[str] = ()) -> None:
+        self._answers, self._refuse = dict(answers), frozenset(refuse)
+
+    def __getattr__(self, name: str) -> Callable:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if name in self._refuse:
+
+            def refused(*args: object, **kwargs: object) -> None:
+                raise AssertionError(f"{name}() was called, and must not be")
+
+            return refused
+        if name in self._answers:
+            value = self._answers[name]
+            return lambda: copy.deepcopy(value)
+        raise AttributeError(f"this stand-in has no {name!r}")
+
+
+def stub(answers: Mapping[str, object], refuse: Iterable[str] = ()) -> Stub:
+    """A :class:`Stub` with these fixed ``answers`` and ``refuse``d methods (made in the student's
+    kernel when the test runs in the grader)."""
+    return Stub(answers, refuse)
+
+
+def attach(parent: object, attribute: str, key: object, child: object) -> None:
+    """``getattr(parent, attribute)[key] = child``: a test that plants a student's tree by hand
+    hangs a node under its parent (one exchange when the test runs in the grader)."""
+    getattr(parent, attribute)[key] = child
 
 
 def calls_on(
@@ -256,9 +345,8 @@ def calls_on(
     it."""
     after = list(after)
     for what in after:
-        is_in = isinstance(what, tuple) and len(what) == 2 and what[0] == "in"
-        if not (isinstance(what, str) or is_in):
-            raise ValueError(f"a reading is 'len', ('in', items) or an attribute's name: {what!r}")
+        if not _is_reading(what):
+            raise ValueError(f"a reading is {READINGS}, not {what!r}")
     made: list[tuple[Any, list]] = []
     for name, args in calls:
         try:
@@ -267,6 +355,21 @@ def calls_on(
         except Exception as err:
             return made, err
     return made, None
+
+
+def calls_on_result(function: Callable, args: Iterable[object], calls: Iterable[tuple]) -> int:
+    """Call ``function(*args)``, then make ``calls`` (``(method, args)`` pairs) on what it returned,
+    in the student's kernel: a test that changes a returned list, to see that the student's code
+    did not keep it and hand it out again. Returns how many of the calls were made (a call the
+    result has no method for stops them)."""
+    made, _ = calls_on(function(*args), calls)
+    return len(made)
+
+
+def is_subclass(cls: type, of: type) -> bool:
+    """``issubclass(cls, of)``: whether a student's class is the library's class ``of`` under
+    another name (a test asks where the student's class lives, in the grader too)."""
+    return issubclass(cls, of)
 
 
 def module_of(obj: object) -> types.ModuleType:
