@@ -13,6 +13,10 @@ from kvcourse_grader import leaks
 
 HIDDEN_CELL = """# Part 1, hidden tests: other sizes
 ### BEGIN HIDDEN TESTS
+from kvcourse.assignment_checks.harness import (
+    calls_on_result,
+    switched_off,
+)
 assert kv_bytes_per_token(48, 8, 128, 2) == 196608, "the 13B model is wrong"
 expected_share = 0.39285714285714285
 assert share(7) == expected_share
@@ -36,6 +40,8 @@ def test_hidden_pieces_are_its_lines_and_literals_seen_nowhere_else():
     assert "expected_share = 0.39285714285714285" in hidden.lines
     assert {"196608", "0.39285714285714285", "the 13B model is wrong"} <= hidden.literals
     assert not {"4096", "12345.5", "128", "48"} & hidden.literals  # visible, or too short
+    # One name on a line of its own (a long import's) tells nothing; the library is full of them.
+    assert not {"switched_off,", "calls_on_result,"} & hidden.lines
 
 
 def test_disguises_are_seen_through():
