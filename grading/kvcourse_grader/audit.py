@@ -45,11 +45,14 @@ __all__ = [
     "enter_code",
     "install_code",
     "marker",
+    "merged",
     "metadata",
     "notebook_flags",
     "parse_read",
     "read_code",
     "read_expression",
+    "resume_code",
+    "stash_name",
 ]
 
 #: Top-level modules a solution may import without a flag (what an ordinary solution uses).
@@ -165,7 +168,7 @@ def _kvcourse_audit_install(token, allowed, namespace):
     spec = importlib.util.find_spec('kvcourse')
     folders = (spec.submodule_search_locations or []) if spec else []
     library = tuple(p.rstrip('/') + '/' for p in folders)
-    library += ('kvcourse.assignment_checks.harness',)
+    library += ('kvcourse.assignment_checks.harness', 'kvcourse_snapshot_server')
     system = std + sites + library + tuple({p.rstrip('/') + '/' for p in (
         sys.prefix, sys.base_prefix, sys.exec_prefix)}) + ('/dev/null',)
     writes = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
@@ -223,6 +226,8 @@ def _kvcourse_audit_install(token, allowed, namespace):
             index, kind, grade_id = json.loads(line[5:])
             state['cell'] = index
             info[index] = (grade_id, kind)
+        elif line == 'resume':  # a snapshot: the student's code runs for the hidden tests
+            state['paused'] = False
         elif line == 'read':
             if builtins.__dict__.get('__import__') is not importer:
                 note(state['cell'], 'tamper', 'replaced the import function (builtins.__import__)')
@@ -361,15 +366,44 @@ def enter_code(token: str, index: int, kind: str, grade_id: str) -> str:
     return f"{marker(token)} cell {json.dumps([index, kind, grade_id or ''])}\npass\n"
 
 
+def resume_code(token: str) -> str:
+    """Silent code that has the hook record again in a snapshot of the kernel, where no cell
+    of IPython's starts (:mod:`kvcourse_grader.snapshot_server`): what the student's code does
+    while the hidden tests call it there is recorded like the rest."""
+    return f"{marker(token)} resume\npass\n"
+
+
+def merged(record: dict[str, Any] | None, other: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``record`` with what ``other`` (a snapshot's record, which began as a copy of it) adds:
+    per cell, every finding of either (at most 12 per kind of finding, as the hook keeps)."""
+    if record is None or other is None:
+        return record or other
+    cells = {key: dict(entry) for key, entry in record.get("cells", {}).items()}
+    for key, entry in other.get("cells", {}).items():
+        into = cells.setdefault(key, {**entry, "did": {}})
+        did = {label: list(found) for label, found in into.get("did", {}).items()}
+        for label, found in (entry.get("did") or {}).items():
+            kept = did.setdefault(label, [])
+            kept += [item for item in found if item not in kept][: max(0, 12 - len(kept))]
+        into["did"] = did
+    dropped = max(record.get("dropped", 0), other.get("dropped", 0))
+    return {"cells": cells, "dropped": dropped}
+
+
 def read_code(token: str) -> str:
     """Silent code that makes the hook put its record in the global :func:`read_expression`
     reads."""
     return f"{marker(token)} read\npass\n"
 
 
+def stash_name(token: str) -> str:
+    """The global the hook puts its record in when told ``read``."""
+    return f"_kvcourse_audit_{token}"
+
+
 def read_expression(token: str) -> str:
     """The user expression that hands the record back (and removes the global)."""
-    return f"globals().pop('_kvcourse_audit_{token}', '')"
+    return f"globals().pop({stash_name(token)!r}, '')"
 
 
 def parse_read(text: str) -> dict[str, Any] | None:

@@ -32,7 +32,14 @@ from kvcourse.assignment_checks import harness as local_harness
 from kvcourse_grader.remote import CellTimeout, Channel, Proxy, put_back, student_error
 from kvcourse_grader.snapshot_server import ChannelError, traceback_lines
 
-__all__ = ["GRADER_SIDE", "RemoteHarness", "run_hidden_cell", "run_in_snapshot", "runs_in_grader"]
+__all__ = [
+    "GRADER_SIDE",
+    "Around",
+    "RemoteHarness",
+    "run_hidden_cell",
+    "run_in_snapshot",
+    "runs_in_grader",
+]
 
 #: The line in a hidden region that makes its cell run in the grader.
 GRADER_SIDE = "# These hidden tests run in the grader and call your code in a copy of your kernel."
@@ -212,8 +219,36 @@ def _bind_checks(source: str, names: dict[str, Any]) -> tuple[str, dict[str, Any
     return "\n".join(lines), bound
 
 
+class Around:
+    """What the grader does with a snapshot just before a hidden cell runs against it and just
+    after (the preprocessor has it resume and then read the kernel's audit record there)."""
+
+    def enter(self, channel: Channel) -> None:
+        """Before the cell: nothing here."""
+
+    def leave(self, channel: Channel) -> None:
+        """After the cell, before the channel closes: nothing here."""
+
+
+def _enter(around: Around | None, channel: Channel) -> None:
+    if around is not None:
+        with contextlib.suppress(Exception):  # a broken channel fails the cell itself
+            around.enter(channel)
+
+
+def _leave(around: Around | None, channel: Channel) -> None:
+    if around is not None and not channel.closed:
+        with contextlib.suppress(Exception):
+            around.leave(channel)
+
+
 def run_hidden_cell(
-    source: str, channel: Channel | None, shared: dict[str, Any], index: int, not_run: str
+    source: str,
+    channel: Channel | None,
+    shared: dict[str, Any],
+    index: int,
+    not_run: str,
+    around: Around | None = None,
 ) -> list[dict]:
     """Run a hidden cell's ``source`` here against its snapshot (``channel``); its outputs as
     nbformat dicts: what the cell printed, and an error output if it failed. Without a channel
@@ -221,6 +256,7 @@ def run_hidden_cell(
     (other than the student's objects) go into ``shared`` for later grader-side cells."""
     if channel is None:
         return [_error(not_run, "the hidden tests could not reach a snapshot of your kernel")]
+    _enter(around, channel)
     namespace = _Namespace(channel, shared)
     namespace["__name__"] = "__main__"
     printed, warned = io.StringIO(), io.StringIO()
@@ -238,6 +274,7 @@ def run_hidden_cell(
     except Exception as err:  # a failed test, or the student's error it did not catch
         outputs.append(_error(type(err).__name__, str(err), traceback_lines(err)))
     finally:
+        _leave(around, channel)
         channel.close()
     for name, value in namespace.items():
         if not name.startswith("__") and not isinstance(value, Proxy):
@@ -247,7 +284,9 @@ def run_hidden_cell(
     return head + outputs
 
 
-def run_in_snapshot(source: str, channel: Channel | None, index: int, not_run: str) -> list[dict]:
+def run_in_snapshot(
+    source: str, channel: Channel | None, index: int, not_run: str, around: Around | None = None
+) -> list[dict]:
     """Run a hidden cell's ``source`` (its harness import already made private) *in* its
     snapshot, on the student's namespace there, for a cell that does not run in the grader: its
     outputs as nbformat dicts, an error output if it failed. Whatever the student's code in the
@@ -255,6 +294,7 @@ def run_in_snapshot(source: str, channel: Channel | None, index: int, not_run: s
     right after, once every cell of the notebook has run."""
     if channel is None:
         return [_error(not_run, "the hidden tests could not reach a snapshot of your kernel")]
+    _enter(around, channel)
     try:
         answer = channel.ask("run_cell", source=source, filename=f"<hidden tests, cell {index}>")
     except CellTimeout:
@@ -265,6 +305,7 @@ def run_in_snapshot(source: str, channel: Channel | None, index: int, not_run: s
         lines = getattr(err, "snapshot_traceback", None)
         return [_error(type(err).__name__, str(err), lines)]
     finally:
+        _leave(around, channel)
         channel.close()
     written = str((answer or {}).get("stderr", "")) if type(answer) is dict else ""
     return [{"output_type": "stream", "name": "stderr", "text": written}] if written else []

@@ -144,6 +144,29 @@ class DisablePartialCredit(NbGraderPreprocessor):
         return cell, resources
 
 
+class _AuditedSnapshot(hidden_runs.Around):
+    """The kernel's audit hook in a snapshot: told which hidden cell runs and to record again
+    before it, asked for its record after it (what the student's code did while the hidden
+    tests called it, for the review)."""
+
+    def __init__(self, token: str, index: int, cell: NotebookNode) -> None:
+        self.token, self.index, self.record = token, index, None
+        self.grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", "")
+
+    def enter(self, channel: remote.Channel) -> None:
+        """Name the hidden cell and have the hook record again."""
+        enter = audit.enter_code(self.token, self.index, "instructor", self.grade_id)
+        channel.ask("audit", source=enter)
+        channel.ask("audit", source=audit.resume_code(self.token))
+
+    def leave(self, channel: remote.Channel) -> None:
+        """Read the hook's record in the snapshot."""
+        text = channel.ask(
+            "audit", source=audit.read_code(self.token), stash=audit.stash_name(self.token)
+        )
+        self.record = audit.parse_read(text)
+
+
 class RobustExecute(Execute):
     """nbgrader's ``Execute``, except that a lost kernel no longer fails the whole notebook.
 
@@ -371,14 +394,16 @@ class RobustExecute(Execute):
                 deadline = min(deadline, self._started + self.notebook_budget)
             channel = remote.Channel(conn, deadline) if conn is not None else None
             in_grader = hidden_runs.runs_in_grader(written)
+            around = _AuditedSnapshot(self._token, index, cell)
             if in_grader:
                 outputs = hidden_runs.run_hidden_cell(
-                    written, channel, self._shared, index, NOT_RUN
+                    written, channel, self._shared, index, NOT_RUN, around
                 )
             else:
                 private = with_private_harness(written)
-                outputs = hidden_runs.run_in_snapshot(private, channel, index, NOT_RUN)
+                outputs = hidden_runs.run_in_snapshot(private, channel, index, NOT_RUN, around)
             cell.outputs = [nbformat.from_dict(output) for output in outputs]
+            self._behaviour = audit.merged(self._behaviour, around.record)
             if channel is not None:
                 where = "the grader" if in_grader else "its snapshot"
                 spent = time.monotonic() - started

@@ -349,6 +349,10 @@ class Snapshot:
             return self.switch(request)
         if op == "run_cell":
             return self.run_cell(str(request["source"]), str(request["filename"]))
+        if op == "audit":  # a command to the kernel's audit hook, which reads compiled source
+            compile(str(request["source"]), "<grader>", "exec", dont_inherit=True)
+            stash = request.get("stash")
+            return str(self.namespace.pop(str(stash), "")) if stash else None
         if op == "harness":  # one of the private harness's readers, on the student's objects
             name = str(request["name"])
             if name not in HARNESS_CALLS:

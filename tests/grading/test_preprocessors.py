@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from nbformat.v4 import new_code_cell, new_output
 
 from kvcourse_grader.preprocessors import DisablePartialCredit, RedactHiddenTests
@@ -147,3 +148,47 @@ def test_behaviour_is_recorded_by_what_code_does_not_by_its_names(tmp_path):
         "cell 1 (grade_id sol_x): imported linecache; read files /etc/hostname; "
         "turned on a tracer (sys.settrace)"
     ]
+
+
+@pytest.mark.parametrize("in_grader", [False, True])
+def test_what_the_students_code_does_for_the_hidden_tests_is_recorded(tmp_path, in_grader):
+    """A function that reads its caller's frame only when a hidden test calls it does so in the
+    snapshot, where no IPython cell starts: the snapshot's record joins the kernel's."""
+    from nbformat.v4 import new_notebook
+
+    from kvcourse_grader.hidden_runs import GRADER_SIDE
+    from kvcourse_grader.preprocessors import RobustExecute
+    from kvcourse_grader.review import behaviour_flags
+
+    def cell(source, **nbgrader):
+        made = new_code_cell(source)
+        made.metadata["nbgrader"] = {"schema_version": 3, "locked": False, **nbgrader}
+        return made
+
+    marker = f"{GRADER_SIDE}\n" if in_grader else ""
+    nb = new_notebook(
+        cells=[
+            cell(
+                "import sys\n\n\ndef answer(n):\n    if n == 7:\n        sys._getframe(1)\n"
+                "    return 2 * n",
+                solution=True,
+                grade=False,
+                grade_id="sol",
+            ),
+            cell("assert answer(1) == 2", grade=True, grade_id="t", solution=False, points=1),
+            cell(
+                f"### BEGIN HIDDEN TESTS\n{marker}assert answer(7) == 14\n### END HIDDEN TESTS",
+                grade=True,
+                grade_id="h",
+                solution=False,
+                points=1,
+            ),
+        ]
+    )
+    ran, _ = RobustExecute(kernel_name="python3").preprocess(
+        nb, {"metadata": {"path": str(tmp_path)}}
+    )
+    assert not [o for c in ran.cells for o in c.outputs if o.output_type == "error"]
+    path = tmp_path / "graded.ipynb"
+    path.write_text(json.dumps(ran))
+    assert behaviour_flags(path) == ["cell 0 (grade_id sol): read the call stack (sys._getframe)"]
