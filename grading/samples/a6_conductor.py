@@ -11,6 +11,7 @@ lecture's numbers, one TTFT estimate that every later part builds on, and two Co
 hand-made cluster states, on random states against a brute-force search, and on real traces.
 """
 
+from kvcourse_grader.leak_samples import leak_samples
 from kvcourse_grader.samples import (
     FORGE_SCORE,
     SWALLOW_ERRORS,
@@ -401,3 +402,7 @@ SAMPLES = {
         passes=tests_of("estimate", "replicating"),
     ),
 }
+
+# Students who read the hidden tests while they run; here the tests run in the grader (all but
+# the simulator's, whose student code only places requests, in a copy of the kernel).
+SAMPLES.update(leak_samples("storage", "replicating", "kv_bytes_per_token"))
