@@ -15,6 +15,7 @@ import kvcourse
 import kvcourse.sizing
 from kvcourse import assignment_checks as checks
 from kvcourse.assignment_checks import harness
+from kvcourse.specs import OPT_13B
 
 
 def private_harness() -> types.ModuleType:
@@ -101,6 +102,29 @@ def test_switched_off_watch_notices_copies_and_unhooking():
     assert sys.getprofile() is None
     with checks.switched_off(fake, reference="x", watch=True):
         pass  # nothing called: nothing to say
+
+
+def test_switched_off_watch_passes_over_library_frames_by_their_globals_only():
+    """The library's own frames cost the watch no audit event (a grader's audit hook would see
+    one per call: ``frame.f_code`` and ``id`` raise them), and code in globals that only claim a
+    library module's name is still watched."""
+    fake = fake_library_module()
+    events: list[str] = []
+    sys.addaudithook(lambda event, args: events.append(event) if listening else None)
+    listening = True
+    with checks.switched_off(fake, reference="x", watch=True):
+        kvcourse.sizing.kv_bytes_per_token(OPT_13B)
+        del events[:]
+        for _ in range(50):
+            kvcourse.sizing.kv_bytes_per_token(OPT_13B)
+        seen = list(events)
+    listening = False
+    assert "object.__getattr__" not in seen and "builtins.id" not in seen, seen
+    posing = {"__name__": "kvcourse.sizing"}  # a cell's globals renamed after a library module
+    posed = types.FunctionType(fake.twice.__code__, posing, "twice")
+    with pytest.raises(AssertionError, match=r"a copy of it \(twice\)"):
+        with checks.switched_off(fake, reference="x", watch=True):
+            posed(2)
 
 
 LONG_REFERENCE = """

@@ -34,6 +34,7 @@ import importlib
 import importlib.util
 import pkgutil
 import sys
+import sysconfig
 import types
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
@@ -164,24 +165,35 @@ def switched_off(*owners: object, reference: str, watch: bool = False) -> Iterat
     prints = {code_fingerprint(code) for code in long_enough}
     keys = {_copy_key(code) for code in long_enough}
     calls: list[str] = []
-    verdicts: dict[int, bool] = {}  # id(code) -> a copy of the reference's?
-    seen: list[types.CodeType] = []  # keeps each judged code alive, so its id is not reused
+    verdicts: dict[types.CodeType, bool] = {}  # a copy of the reference's? (by the code's value)
+    trusted = _trusted_globals()
 
     def is_copy(code: types.CodeType) -> bool:
-        verdict = verdicts.get(id(code))
+        verdict = verdicts.get(code)
         if verdict is None:
             verdict = (
                 code is refusal
                 or code in saved
                 or (_copy_key(code) in keys and code_fingerprint(code) in prints)
             )
-            verdicts[id(code)] = verdict
-            seen.append(code)
+            verdicts[code] = verdict
         return verdict
 
     def note(frame, event, arg):
-        if event == "call" and is_copy(frame.f_code):
-            code = frame.f_code
+        # Called on every call and return: a frame running in a library or standard module's own
+        # globals is passed over by its globals alone, since reading ``frame.f_code`` or calling
+        # ``id`` raises an audit event, which a grader's audit hook would see millions of times.
+        if event != "call":
+            return
+        scope = frame.f_globals
+        try:
+            name = scope.get("__name__")
+            if trusted.get(name) is scope or _FRESH_GLOBALS.get(name) is scope:
+                return
+        except TypeError:  # a ``__name__`` that is not a string
+            pass
+        code = frame.f_code
+        if is_copy(code):
             calls.append("a switched-off function" if code is refusal else code.co_name)
 
     for f in functions:
@@ -203,6 +215,34 @@ def switched_off(*owners: object, reference: str, watch: bool = False) -> Iterat
             f"({', '.join(sorted(set(calls))) or 'and turned off the check for it'}), which the "
             "tests switch off: write it yourself"
         )
+
+
+#: Module name -> globals of the latest :func:`fresh_copy` of that library module.
+_FRESH_GLOBALS: dict[str, dict] = {}
+
+
+def _trusted_globals() -> dict[str, dict]:
+    """Module name -> globals of the modules whose frames the watch passes over: the course
+    library's (its fresh copies included) and the standard library's. A copy of the reference
+    runs in such globals only if code was compiled or a function built into them there, which the
+    grader's audit reports."""
+    stdlib = str(Path(sysconfig.get_paths()["stdlib"]).resolve()) + "/"
+    trusted = {}
+    for name, module in list(sys.modules.items()):
+        scope = getattr(module, "__dict__", None)
+        if not isinstance(scope, dict) or scope.get("__name__") != name:
+            continue
+        if name == "kvcourse" or name.startswith("kvcourse."):
+            trusted[name] = scope
+            continue
+        where = scope.get("__file__")
+        if isinstance(where, str) and "-packages/" not in where:
+            try:
+                if str(Path(where).resolve()).startswith(stdlib):
+                    trusted[name] = scope
+            except (OSError, RuntimeError):
+                pass
+    return trusted
 
 
 class PropertyFailed(AssertionError):
@@ -525,4 +565,5 @@ def fresh_copy(*names: str, share: Iterable[str] = ()) -> FreshCopy:
         for attr, value in list(vars(top).items()):
             if id(value) in made:
                 setattr(top, attr, before[attr]) if attr in before else delattr(top, attr)
+    _FRESH_GLOBALS.update((name, vars(module)) for name, module in copies.items())
     return FreshCopy(copies)
