@@ -120,6 +120,12 @@ def test_switched_off_watch_passes_over_library_frames_by_their_globals_only():
         seen = list(events)
     listening = False
     assert "object.__getattr__" not in seen and "builtins.id" not in seen, seen
+    # A copy of the reference made with the reference's own module's globals is still noticed.
+    saved = kvcourse.sizing.kv_bytes_per_token
+    twin = types.FunctionType(saved.__code__, saved.__globals__, "twin", saved.__defaults__)
+    with pytest.raises(AssertionError, match=r"a copy of it \(kv_bytes_per_token\)"):
+        with checks.switched_off(saved, reference="x", watch=True):
+            twin(OPT_13B)
     posing = {"__name__": "kvcourse.sizing"}  # a cell's globals renamed after a library module
     posed = types.FunctionType(fake.twice.__code__, posing, "twice")
     with pytest.raises(AssertionError, match=r"a copy of it \(twice\)"):
@@ -464,3 +470,20 @@ def test_readings_of_a_tree_a_method_and_several_at_once_and_the_stand_ins():
         arena.alloc(1)
     with pytest.raises(AttributeError):
         arena.free(0)
+
+
+def test_readings_with_arguments_calls_on_a_reading_and_library_objects_for_the_student():
+    from kvcourse.assignment_checks.harness import calls_on_reading, kernel_object, reading
+    from kvcourse.blocks import BlockPool
+
+    pool = kernel_object(BlockPool, 4, 2, taken=[1])
+    assert isinstance(pool, BlockPool) and pool.num_free == 3
+    assert reading(pool, [("call", "ref_count", (1,)), ("call", "ref_count", (0,))]) == [1, 0]
+    with pytest.raises(ValueError, match="a reading is"):
+        reading(pool, ("call", "ref_count", [1]))  # the arguments as a tuple
+    with pytest.raises(TypeError, match="course library's classes"):
+        kernel_object(list)
+    holder = types.SimpleNamespace(kept=[1, 2], give=lambda: holder.kept)
+    assert calls_on_reading(holder, "kept", [("append", (3,)), ("nope", ()), ("clear", ())]) == 1
+    assert calls_on_reading(holder, ("call", "give"), [("reverse", ())]) == 1
+    assert holder.kept == [3, 2, 1]

@@ -13,8 +13,10 @@ copies of library modules that nothing done in the kernel has touched.
 * :func:`each`, :func:`contained` and :func:`calls_on`: many calls of a student's function, many
   ``in`` tests on a student's object, or a sequence of method calls with readings after each
   (:func:`reading`: a length, attributes, a method's answer, a whole tree), at once;
-  :func:`attach` hangs a node under its parent and :func:`stub` makes a stand-in with fixed
-  answers (a hidden test that runs in the grader makes each in one exchange with the
+  :func:`attach` hangs a node under its parent, :func:`stub` makes a stand-in with fixed
+  answers, :func:`kernel_object` an object of the library's for the student's code to use, and
+  :func:`calls_on_result` / :func:`calls_on_reading` change what the student's code handed out
+  where it keeps it (a hidden test that runs in the grader makes each in one exchange with the
   student's kernel, :mod:`kvcourse_grader.remote`).
 
 Visible and hidden test cells use this one module. A visible cell imports it like any other. A
@@ -166,7 +168,10 @@ def switched_off(*owners: object, reference: str, watch: bool = False) -> Iterat
     keys = {_copy_key(code) for code in long_enough}
     calls: list[str] = []
     verdicts: dict[types.CodeType, bool] = {}  # a copy of the reference's? (by the code's value)
-    trusted = _trusted_globals()
+    # The modules that define the reference run no frame unwatched: a copy of a reference
+    # function made with its own globals (types.FunctionType(f.__code__, f.__globals__)) runs there.
+    owners_modules = {f.__globals__.get("__name__") for f in functions}
+    trusted = {n: g for n, g in _trusted_globals().items() if n not in owners_modules}
 
     def is_copy(code: types.CodeType) -> bool:
         verdict = verdicts.get(code)
@@ -181,14 +186,17 @@ def switched_off(*owners: object, reference: str, watch: bool = False) -> Iterat
 
     def note(frame, event, arg):
         # Called on every call and return: a frame running in a library or standard module's own
-        # globals is passed over by its globals alone, since reading ``frame.f_code`` or calling
-        # ``id`` raises an audit event, which a grader's audit hook would see millions of times.
+        # globals (other than the reference's) is passed over by its globals alone, since reading
+        # ``frame.f_code`` or calling ``id`` raises an audit event, which a grader's audit hook
+        # would see millions of times.
         if event != "call":
             return
         scope = frame.f_globals
         try:
             name = scope.get("__name__")
-            if trusted.get(name) is scope or _FRESH_GLOBALS.get(name) is scope:
+            if trusted.get(name) is scope or (
+                _FRESH_GLOBALS.get(name) is scope and name not in owners_modules
+            ):
                 return
         except TypeError:  # a ``__name__`` that is not a string
             pass
@@ -279,8 +287,8 @@ def contained(container: object, items: Iterable[object]) -> list[bool]:
 
 #: What :func:`reading` accepts, in words, for its error message.
 READINGS = (
-    "'len', ('in', items), ('call', method), ('tree', root, children, fields) or an attribute's "
-    "name"
+    "'len', ('in', items), ('call', method), ('call', method, args), "
+    "('tree', root, children, fields) or an attribute's name"
 )
 
 
@@ -291,8 +299,8 @@ def _is_reading(what: object) -> bool:
         return True
     if isinstance(what, tuple) and len(what) == 2 and what[0] == "in":
         return True
-    if isinstance(what, tuple) and len(what) == 2 and what[0] == "call":
-        return isinstance(what[1], str)
+    if isinstance(what, tuple) and len(what) in (2, 3) and what[0] == "call":
+        return isinstance(what[1], str) and (len(what) == 2 or isinstance(what[2], tuple))
     return (
         isinstance(what, tuple)
         and len(what) == 4
@@ -320,7 +328,8 @@ def tree_rows(obj: object, root: str, children: str, fields: Iterable[str]) -> l
 
 def reading(obj: object, what: object) -> Any:
     """One reading of a student's object: ``"len"``, ``("in", items)`` (:func:`contained`),
-    ``("call", method)`` (what the method returns, called with no arguments),
+    ``("call", method)`` or ``("call", method, args)`` (what the method returns, called with no
+    arguments or with the tuple ``args``),
     ``("tree", root, children, fields)`` (:func:`tree_rows`) or an attribute's name; or a list of
     these, read in order."""
     if not _is_reading(what):
@@ -335,7 +344,7 @@ def reading(obj: object, what: object) -> Any:
     if what[0] == "in":
         return contained(obj, what[1])
     if what[0] == "call":
-        return getattr(obj, what[1])()
+        return getattr(obj, what[1])(*(what[2] if len(what) == 3 else ()))
     return tree_rows(obj, what[1], what[2], what[3])
 
 
@@ -366,6 +375,17 @@ def stub(answers: Mapping[str, object], refuse: Iterable[str] = ()) -> Stub:
     """A :class:`Stub` with these fixed ``answers`` and ``refuse``d methods (made in the student's
     kernel when the test runs in the grader)."""
     return Stub(answers, refuse)
+
+
+def kernel_object(cls: type, *args: object, **kwargs: object) -> Any:
+    """``cls(*args, **kwargs)``, for a class of the course library (a ``BlockPool``): an object
+    the test hands to the student's code and reads back. When the test runs in the grader it is
+    made in the student's kernel, where the student's code can use it, and the test holds a
+    handle to it."""
+    module = getattr(cls, "__module__", "") or ""
+    if not (isinstance(cls, type) and (module == "kvcourse" or module.startswith("kvcourse."))):
+        raise TypeError(f"kernel_object makes objects of the course library's classes, not {cls!r}")
+    return cls(*args, **kwargs)
 
 
 def attach(parent: object, attribute: str, key: object, child: object) -> None:
@@ -403,6 +423,16 @@ def calls_on_result(function: Callable, args: Iterable[object], calls: Iterable[
     did not keep it and hand it out again. Returns how many of the calls were made (a call the
     result has no method for stops them)."""
     made, _ = calls_on(function(*args), calls)
+    return len(made)
+
+
+def calls_on_reading(obj: object, what: object, calls: Iterable[tuple]) -> int:
+    """Take the reading ``what`` of a student's object (:func:`reading`: an attribute, what a
+    method returns) and make ``calls`` (``(method, args)`` pairs) on what came back, in the
+    student's kernel: a test that changes a list the object handed out, to see that the object
+    did not keep it. Returns how many of the calls were made (a call the value has no method for
+    stops them)."""
+    made, _ = calls_on(reading(obj, what), calls)
     return len(made)
 
 
