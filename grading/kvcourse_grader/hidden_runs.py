@@ -10,7 +10,8 @@ kernel taken where the cell stands (:mod:`kvcourse_grader.snapshots`).
   the snapshot through :mod:`kvcourse_grader.remote`. A name the cell does not define is looked up
   in the snapshot; the harness's ``switched_off`` switches the library's reference off in the
   snapshot, ``each``, ``contained``, ``calls_on``, ``reading`` and ``attach`` make many calls
-  or reads in one exchange, ``stub`` makes a stand-in there, and
+  or reads in one exchange, ``stub`` makes a stand-in there, ``kernel_object`` an object of the
+  library's there (a block pool the student's code is handed), and
   ``checking`` names the failed property as in the kernel. The test's code, its expected values
   and its oracles never enter a process the student's code runs in: the student's code sees only
   the arguments it is called with (so it cannot, say, read the expected value from its caller's
@@ -139,12 +140,42 @@ class RemoteHarness:
         fields = [self.channel.data(v) for v in (function, list(args), rows)]
         return self.channel.value(self.channel.ask("harness", name="calls_on_result", args=fields))
 
+    def calls_on_reading(self, obj: Any, what: Any, calls: Any) -> int:
+        """The harness's ``calls_on_reading``: the reading and the calls on what came back, in
+        the snapshot (where the student's object keeps what it handed out)."""
+        if not isinstance(obj, Proxy):
+            return local_harness.calls_on_reading(obj, what, calls)
+        rows = [[str(name), list(call_args)] for name, call_args in calls]
+        fields = [self.channel.data(v) for v in (obj, what, rows)]
+        return self.channel.value(self.channel.ask("harness", name="calls_on_reading", args=fields))
+
     def is_subclass(self, cls: Any, of: Any) -> bool:
         """The harness's ``is_subclass``, for a student's class and a library class: asked in
         the snapshot, where both are."""
         if not isinstance(cls, Proxy):
             return local_harness.is_subclass(cls, of)
         answer = self.channel.ask("is_subclass", h=cls._number, owner=self.owner_spec(of))
+        return self.channel.value(answer)
+
+    def kernel_object(self, cls: Any, *args: Any, **kwargs: Any) -> Any:
+        """The harness's ``kernel_object``, made in the snapshot from the library there: a handle
+        the student's code can use and the test reads."""
+        if not isinstance(cls, type) or isinstance(cls, Proxy):
+            raise TypeError(
+                f"kernel_object makes objects of the course library's classes, not {cls!r}"
+            )
+        spec = self.owner_spec(cls)
+        if not (spec[1] == "kvcourse" or str(spec[1]).startswith("kvcourse.")):
+            raise TypeError(
+                f"kernel_object makes objects of the course library's classes, not {cls!r}"
+            )
+        data = self.channel.data
+        answer = self.channel.ask(
+            "make",
+            owner=spec,
+            args=[data(a) for a in args],
+            kwargs=[[k, data(v)] for k, v in kwargs.items()],
+        )
         return self.channel.value(answer)
 
     def stub(self, answers: Any, refuse: Any = ()) -> Any:
@@ -168,7 +199,9 @@ class RemoteHarness:
             "reading": self.reading,
             "attach": self.attach,
             "stub": self.stub,
+            "kernel_object": self.kernel_object,
             "calls_on_result": self.calls_on_result,
+            "calls_on_reading": self.calls_on_reading,
             "is_subclass": self.is_subclass,
             "stand_in": stand_in,
         }

@@ -40,7 +40,7 @@ _CONTAINERS = {list: "list", tuple: "tuple", set: "set", frozenset: "frozenset"}
 
 
 #: The harness functions a grader-side hidden cell may call here (``op: harness``).
-HARNESS_CALLS = frozenset(["reading", "attach", "stub", "calls_on_result"])
+HARNESS_CALLS = frozenset(["reading", "attach", "stub", "calls_on_result", "calls_on_reading"])
 
 
 class ChannelError(RuntimeError):
@@ -359,6 +359,16 @@ class Snapshot:
                 raise ValueError(f"the harness has no {name!r} to call here")
             args = [self.value(a) for a in request["args"]]
             return self.out(run(getattr(self.harness, name), *args))
+        if op == "make":  # an object of the library's, for the student's code: a handle
+            owner = request["owner"]
+            if not (type(owner) is list and len(owner) == 3 and owner[0] == "q"):
+                raise ValueError("make names a class of the course library")
+            if not _is_library(owner[1]):
+                raise ChannelError(f"{owner[1]!r} is not a module of the course library")
+            args = [self.value(a) for a in request["args"]]
+            kwargs = {str(k): self.value(v) for k, v in request["kwargs"]}
+            made = run(self.harness.kernel_object, self.owner(owner), *args, **kwargs)
+            return self.handle_of(made)  # a handle even for what could cross as data
         target = self.objects[int(request["h"])]
         if op == "is_subclass":  # a student's class against a library class, named
             return self.out(run(issubclass, target, self.owner(request["owner"])))

@@ -124,6 +124,14 @@ STUDENT = textwrap.dedent(
         raise kvcourse.blocks.OutOfBlocksError("no free block")
 
 
+    class Holder:  # keeps the blocks it takes from a pool it is handed
+        def __init__(self, pool):
+            self.pool, self.mine = pool, []
+
+        def take(self, count):
+            self.mine += self.pool.allocate_many(count)
+            return list(self.mine)
+
     def numpy_values():
         import numpy as np
 
@@ -259,6 +267,38 @@ assert calls_on_result(kept, (), [("append", (3,)), ("reverse", ())]) == 2
 assert kept() == [3, 2, 1]  # the student's own list changed, where the student keeps it
 arena = stub({"free_slots": 8, "free_blocks": [(0, 8)]}, refuse=("alloc",))
 assert total(arena) == 9
+print("all good")
+"""
+    )
+    assert errors(outputs) == []
+    assert outputs[0]["text"] == "all good\n"
+
+
+def test_a_library_object_made_in_the_snapshot_for_the_students_code(snapshot):
+    run, _ = snapshot
+    outputs = run(
+        """
+import kvcourse.blocks
+from kvcourse.assignment_checks.harness import calls_on_reading, kernel_object, reading
+
+pool = kernel_object(kvcourse.blocks.BlockPool, 6, 4, taken=[1])
+holder = Holder(pool)
+assert [int(b) for b in holder.take(2)] == [0, 2]
+assert calls_on_reading(holder, "mine", [("append", (5,)), ("nothing", ()), ("clear", ())]) == 1
+assert calls_on_reading(holder, ("call", "take", (0,)), [("clear", ())]) == 1
+assert reading(holder, "mine") == [0, 2, 5]  # the student's own list changed, in the snapshot
+after = reading(pool, ["num_free", ("call", "ref_count", (0,)), ("call", "free_block_ids")])
+assert after == [3, 1, (3, 4, 5)], after
+try:
+    holder.take(9)
+except kvcourse.blocks.OutOfBlocksError:
+    pass
+else:
+    raise AssertionError("the pool lent more blocks than it has")
+try:
+    kernel_object(dict)
+except TypeError as err:
+    assert "course library's classes" in str(err)
 print("all good")
 """
     )
