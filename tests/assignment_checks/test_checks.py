@@ -479,6 +479,11 @@ def test_readings_with_arguments_calls_on_a_reading_and_library_objects_for_the_
     pool = kernel_object(BlockPool, 4, 2, taken=[1])
     assert isinstance(pool, BlockPool) and pool.num_free == 3
     assert reading(pool, [("call", "ref_count", (1,)), ("call", "ref_count", (0,))]) == [1, 0]
+    table = types.SimpleNamespace(pool=pool, num_tokens=0)  # another object, read alongside
+    assert reading(table, ["num_tokens", ("of", pool, [("call", "ref_counts"), "num_free"])]) == [
+        0,
+        [(0, 1, 0, 0), 3],
+    ]
     with pytest.raises(ValueError, match="a reading is"):
         reading(pool, ("call", "ref_count", [1]))  # the arguments as a tuple
     with pytest.raises(TypeError, match="course library's classes"):

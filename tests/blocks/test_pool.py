@@ -21,6 +21,7 @@ def pool_state(pool: BlockPool) -> tuple:
     return (
         pool.free_queue(),
         tuple(pool.ref_count(b) for b in blocks),
+        pool.ref_counts(),
         tuple(pool.block_hash(b) for b in blocks),
         tuple(pool.cached_block(h) for h in HASHES),
         (pool.num_free, pool.num_used, pool.num_cached, pool.num_cached_free),
@@ -132,6 +133,7 @@ def test_taken_blocks_start_used_with_one_reference():
     assert pool.used_block_ids() == (0, 2, 3, 5, 6)
     assert pool.free_queue() == (1, 4, 7)
     assert [pool.ref_count(b) for b in range(8)] == [1, 0, 1, 1, 0, 1, 1, 0]
+    assert pool.ref_counts() == (1, 0, 1, 1, 0, 1, 1, 0)  # the same, at one glance
     assert pool.allocate() == 1
     assert pool.release(2) is True  # another request finishes
     # The free queue is in eviction order (LRU), not lowest id first: blocks 4 and 7 were free

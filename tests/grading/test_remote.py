@@ -289,6 +289,8 @@ assert calls_on_reading(holder, ("call", "take", (0,)), [("clear", ())]) == 1
 assert reading(holder, "mine") == [0, 2, 5]  # the student's own list changed, in the snapshot
 after = reading(pool, ["num_free", ("call", "ref_count", (0,)), ("call", "free_block_ids")])
 assert after == [3, 1, (3, 4, 5)], after
+both = reading(holder, ["mine", ("of", pool, ("call", "ref_counts"))])
+assert both == [[0, 2, 5], (1, 1, 1, 0, 0, 0)], both
 try:
     holder.take(9)
 except kvcourse.blocks.OutOfBlocksError:

@@ -172,6 +172,7 @@ def switched_off(*owners: object, reference: str, watch: bool = False) -> Iterat
     # function made with its own globals (types.FunctionType(f.__code__, f.__globals__)) runs there.
     owners_modules = {f.__globals__.get("__name__") for f in functions}
     trusted = {n: g for n, g in _trusted_globals().items() if n not in owners_modules}
+    trusted[__name__] = globals()  # this harness, also as the grader's private copy of it
 
     def is_copy(code: types.CodeType) -> bool:
         verdict = verdicts.get(code)
@@ -288,7 +289,7 @@ def contained(container: object, items: Iterable[object]) -> list[bool]:
 #: What :func:`reading` accepts, in words, for its error message.
 READINGS = (
     "'len', ('in', items), ('call', method), ('call', method, args), "
-    "('tree', root, children, fields) or an attribute's name"
+    "('tree', root, children, fields), an attribute's name or ('of', another_object, reading)"
 )
 
 
@@ -299,6 +300,8 @@ def _is_reading(what: object) -> bool:
         return True
     if isinstance(what, tuple) and len(what) == 2 and what[0] == "in":
         return True
+    if isinstance(what, tuple) and len(what) == 3 and what[0] == "of":
+        return _is_reading(what[2])
     if isinstance(what, tuple) and len(what) in (2, 3) and what[0] == "call":
         return isinstance(what[1], str) and (len(what) == 2 or isinstance(what[2], tuple))
     return (
@@ -329,7 +332,8 @@ def tree_rows(obj: object, root: str, children: str, fields: Iterable[str]) -> l
 def reading(obj: object, what: object) -> Any:
     """One reading of a student's object: ``"len"``, ``("in", items)`` (:func:`contained`),
     ``("call", method)`` or ``("call", method, args)`` (what the method returns, called with no
-    arguments or with the tuple ``args``),
+    arguments or with the tuple ``args``), ``("of", other, reading)`` (a reading of another
+    object, such as the pool a student's table draws on, in the same exchange),
     ``("tree", root, children, fields)`` (:func:`tree_rows`) or an attribute's name; or a list of
     these, read in order."""
     if not _is_reading(what):
@@ -341,6 +345,8 @@ def reading(obj: object, what: object) -> Any:
     if isinstance(what, str):
         return getattr(obj, what)
     assert isinstance(what, tuple)
+    if what[0] == "of":
+        return reading(what[1], what[2])
     if what[0] == "in":
         return contained(obj, what[1])
     if what[0] == "call":

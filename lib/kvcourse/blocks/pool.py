@@ -160,6 +160,10 @@ class BlockPool:
         """How many references block ``block_id`` has; 0 means it is free."""
         return self._ref_count[self._check_id(block_id)]
 
+    def ref_counts(self) -> tuple[int, ...]:
+        """Every block's reference count, by block id: the whole pool at one glance."""
+        return tuple(self._ref_count)
+
     def is_free(self, block_id: int) -> bool:
         """True when block ``block_id`` is in the free queue (reference count 0)."""
         return self._ref_count[self._check_id(block_id)] == 0
