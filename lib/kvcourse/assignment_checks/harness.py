@@ -232,9 +232,10 @@ _FRESH_GLOBALS: dict[str, dict] = {}
 
 def _trusted_globals() -> dict[str, dict]:
     """Module name -> globals of the modules whose frames the watch passes over: the course
-    library's (its fresh copies included) and the standard library's. A copy of the reference
-    runs in such globals only if code was compiled or a function built into them there, which the
-    grader's audit reports."""
+    library's and the standard library's, as ``sys.modules`` holds them now (fresh copies are
+    in :data:`_FRESH_GLOBALS`). A copy of the reference runs in such globals only if code was
+    compiled or a function built into them, which the grader's audit reports; the modules that
+    define the reference itself are left out by :func:`switched_off`."""
     stdlib = str(Path(sysconfig.get_paths()["stdlib"]).resolve()) + "/"
     trusted = {}
     for name, module in list(sys.modules.items()):
