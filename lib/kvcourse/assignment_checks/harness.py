@@ -13,11 +13,10 @@ copies of library modules that nothing done in the kernel has touched.
 * :func:`each`, :func:`contained` and :func:`calls_on`: many calls of a student's function, many
   ``in`` tests on a student's object, or a sequence of method calls with readings after each
   (:func:`reading`: a length, attributes, a method's answer, a whole tree), at once;
-  :func:`attach` hangs a node under its parent, :func:`stub` makes a stand-in with fixed
-  answers, :func:`kernel_object` an object of the library's for the student's code to use, and
-  :func:`calls_on_result` / :func:`calls_on_reading` change what the student's code handed out
-  where it keeps it (a hidden test that runs in the grader makes each in one exchange with the
-  student's kernel, :mod:`kvcourse_grader.remote`).
+  :func:`attach`, :func:`stub`, :func:`kernel_object`, :func:`calls_on_result` and
+  :func:`calls_on_reading` plant a node, hand over a stand-in or a library object, or change what
+  the student's code handed out where it keeps it (one exchange each for a hidden test that runs
+  in the grader, :mod:`kvcourse_grader.remote`).
 
 Visible and hidden test cells use this one module. A visible cell imports it like any other. A
 hidden cell imports it too (``from kvcourse.assignment_checks.harness import ...``), but at
@@ -168,8 +167,7 @@ def switched_off(*owners: object, reference: str, watch: bool = False) -> Iterat
     keys = {_copy_key(code) for code in long_enough}
     calls: list[str] = []
     verdicts: dict[types.CodeType, bool] = {}  # a copy of the reference's? (by the code's value)
-    # The modules that define the reference run no frame unwatched: a copy of a reference
-    # function made with its own globals (types.FunctionType(f.__code__, f.__globals__)) runs there.
+    # Watched still: the reference's modules (a FunctionType(f.__code__, f.__globals__) runs there)
     owners_modules = {f.__globals__.get("__name__") for f in functions}
     trusted = {n: g for n, g in _trusted_globals().items() if n not in owners_modules}
     trusted[__name__] = globals()  # this harness, also as the grader's private copy of it
@@ -186,10 +184,9 @@ def switched_off(*owners: object, reference: str, watch: bool = False) -> Iterat
         return verdict
 
     def note(frame, event, arg):
-        # Called on every call and return: a frame running in a library or standard module's own
-        # globals (other than the reference's) is passed over by its globals alone, since reading
-        # ``frame.f_code`` or calling ``id`` raises an audit event, which a grader's audit hook
-        # would see millions of times.
+        # On every call and return: a frame in a library or standard module's globals (not the
+        # reference's) is passed over by its globals alone, as ``frame.f_code`` and ``id`` raise
+        # audit events, which a grader's audit hook would see millions of times.
         if event != "call":
             return
         scope = frame.f_globals
@@ -231,11 +228,9 @@ _FRESH_GLOBALS: dict[str, dict] = {}
 
 
 def _trusted_globals() -> dict[str, dict]:
-    """Module name -> globals of the modules whose frames the watch passes over: the course
-    library's and the standard library's, as ``sys.modules`` holds them now (fresh copies are
-    in :data:`_FRESH_GLOBALS`). A copy of the reference runs in such globals only if code was
-    compiled or a function built into them, which the grader's audit reports; the modules that
-    define the reference itself are left out by :func:`switched_off`."""
+    """Module name -> globals of the course library's and the standard library's modules in
+    ``sys.modules``, whose frames the watch passes over (fresh copies: :data:`_FRESH_GLOBALS`).
+    Code runs in them only if compiled or built into them, which the grader's audit reports."""
     stdlib = str(Path(sysconfig.get_paths()["stdlib"]).resolve()) + "/"
     trusted = {}
     for name, module in list(sys.modules.items()):
@@ -385,10 +380,9 @@ def stub(answers: Mapping[str, object], refuse: Iterable[str] = ()) -> Stub:
 
 
 def kernel_object(cls: type, *args: object, **kwargs: object) -> Any:
-    """``cls(*args, **kwargs)``, for a class of the course library (a ``BlockPool``): an object
-    the test hands to the student's code and reads back. When the test runs in the grader it is
-    made in the student's kernel, where the student's code can use it, and the test holds a
-    handle to it."""
+    """``cls(*args, **kwargs)`` for a class of the course library (a ``BlockPool``) that the test
+    hands to the student's code and reads back; a test in the grader gets it made in the
+    student's kernel and holds a handle."""
     module = getattr(cls, "__module__", "") or ""
     if not (isinstance(cls, type) and (module == "kvcourse" or module.startswith("kvcourse."))):
         raise TypeError(f"kernel_object makes objects of the course library's classes, not {cls!r}")
@@ -434,11 +428,10 @@ def calls_on_result(function: Callable, args: Iterable[object], calls: Iterable[
 
 
 def calls_on_reading(obj: object, what: object, calls: Iterable[tuple]) -> int:
-    """Take the reading ``what`` of a student's object (:func:`reading`: an attribute, what a
-    method returns) and make ``calls`` (``(method, args)`` pairs) on what came back, in the
-    student's kernel: a test that changes a list the object handed out, to see that the object
-    did not keep it. Returns how many of the calls were made (a call the value has no method for
-    stops them)."""
+    """Take the reading ``what`` of a student's object (an attribute, a method's answer) and make
+    ``calls`` (``(method, args)`` pairs) on what came back, in the student's kernel: a test that
+    changes a list the object handed out, to see it was not kept. Returns how many calls were
+    made (one the value has no method for stops them)."""
     made, _ = calls_on(reading(obj, what), calls)
     return len(made)
 
