@@ -18,26 +18,59 @@ JUPYTER_BOOK = Path(sys.executable).with_name("jupyter-book")
 EDITIONS = ROOT / "book" / "editions.py"
 
 
+#: Where the tests build the book, kept between runs: ``make test-e2e`` right after ``make test``
+#: (as CI runs them) reads the book ``make test`` built instead of rendering both editions again.
+TESTS_BOOK = ROOT / "_build" / "tests-book"
+
+#: What the book is made of beyond what ``editions.inputs_hash`` reads (the library, the grader,
+#: the samples, the notebooks ...): its pages, translations, configuration and static files.
+BOOK_SOURCES = ("book", "locale", "_static", "_config.yml", "_toc.yml")
+
+
+def book_fingerprint() -> str:
+    """A fingerprint of everything a build of the book reads: a book built from other inputs is
+    never reused."""
+    import hashlib
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("kvcourse_book_editions", EDITIONS)
+    editions = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(editions)
+    digest = hashlib.sha256(editions.inputs_hash().encode())
+    for top in BOOK_SOURCES:
+        path = ROOT / top
+        for file in sorted(path.rglob("*")) if path.is_dir() else [path]:
+            if file.is_file() and "__pycache__" not in file.parts and file.suffix != ".mo":
+                digest.update(str(file.relative_to(ROOT)).encode() + b"\0" + file.read_bytes())
+    return digest.hexdigest()
+
+
 @pytest.fixture(scope="session")
-def built_book(tmp_path_factory) -> Path:
+def built_book() -> Path:
     """The book built from this checkout with warnings as errors, both editions (as ``make book``
     builds them: English in ``_build/html``, Chinese in its ``zh/`` folder); that folder.
 
-    ``KVCOURSE_BUILT_BOOK=_build/html`` reuses a book already built (by ``make book``) instead, for
-    a quick rerun of the tests that only read it."""
+    It is built under :data:`TESTS_BOOK` and reused by a later test run while nothing it is made
+    of has changed (:func:`book_fingerprint`). ``KVCOURSE_BUILT_BOOK=_build/html`` reuses a book
+    already built (by ``make book``) instead, for a quick rerun of the tests that only read it."""
     reuse = os.environ.get("KVCOURSE_BUILT_BOOK")
     if reuse:
-        yield Path(reuse).resolve()
-        return
+        return Path(reuse).resolve()
+    html, stamp = TESTS_BOOK / "_build" / "html", TESTS_BOOK / "fingerprint"
+    fingerprint = book_fingerprint()
+    if html.is_dir() and stamp.is_file() and stamp.read_text().strip() == fingerprint:
+        return html
     if not JUPYTER_BOOK.exists():
         pytest.fail(f"jupyter-book is not installed next to {sys.executable}; run `make test`")
-    out = tmp_path_factory.mktemp("book")
-    command = [sys.executable, str(EDITIONS), "build", "--path-output", str(out)]
+    shutil.rmtree(TESTS_BOOK, ignore_errors=True)
+    TESTS_BOOK.mkdir(parents=True)
+    command = [sys.executable, str(EDITIONS), "build", "--path-output", str(TESTS_BOOK)]
     result = subprocess.run(command, capture_output=True, text=True, timeout=1800)
     log = result.stdout[-6000:] + result.stderr[-6000:]
     assert result.returncode == 0, f"book build failed (warnings are errors):\n{log}"
-    yield out / "_build" / "html"
-    shutil.rmtree(out, ignore_errors=True)
+    assert book_fingerprint() == fingerprint, "the book's sources changed while it was built"
+    stamp.write_text(fingerprint + "\n")
+    return html
 
 
 #: Fixtures whose users are end-to-end tests (``make test-e2e``): every sample student of an

@@ -124,6 +124,7 @@ _RULES = {
     "sys._current_frames": "direct",
     "code.__new__": "direct",
     "function.__new__": "direct",
+    "object.__setattr__": "direct",
     "import": "import",
 }
 
@@ -278,6 +279,8 @@ def _kvcourse_audit_install(token, allowed, namespace):
             note(cell, 'frames', event)
         elif event in ('code.__new__', 'function.__new__'):
             note(cell, 'code', event)
+        elif event == 'object.__setattr__':
+            note(cell, 'code', 'a function given other code (__code__)')
         elif event == 'subprocess.Popen':
             note(cell, 'process', ' '.join(map(str, args[1] or [args[0]]))[:100])
         elif event in ('os.system', 'os.exec', 'os.posix_spawn', 'os.spawn'):
@@ -305,11 +308,13 @@ def _kvcourse_audit_install(token, allowed, namespace):
         'os.forkpty', 'socket.connect', 'socket.bind', 'socket.sendto', 'sys.addaudithook',
         'os.kill', 'os.killpg', 'signal.pthread_kill', 'gc.get_objects', 'gc.get_referrers',
         'gc.get_referents', 'os.remove', 'os.rename', 'os.rmdir', 'shutil.rmtree',
-        'sqlite3.connect'))
+        'sqlite3.connect', 'object.__setattr__'))
 
     def hook(event, args):
         if event not in watched and not event.startswith('ctypes.'):
             return
+        if event == 'object.__setattr__' and (len(args) < 2 or args[1] != '__code__'):
+            return  # raised for every attribute set on a class; only __code__ counts
         ident = get_ident()
         if ident in busy:
             return

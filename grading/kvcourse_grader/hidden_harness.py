@@ -1,7 +1,7 @@
 """The hidden tests' harness, delivered at autograde: a private copy that student code cannot reach.
 
 Visible and hidden test cells share one harness, :mod:`kvcourse.assignment_checks.harness` (the
-library's reference switched off, fresh copies of library modules, the profiler watch). A hidden
+library's reference and copies of it switched off, fresh copies of library modules). A hidden
 cell names it with one import, ``from kvcourse.assignment_checks.harness import switched_off``,
 which works as it stands wherever the course library is installed (an instructor running a
 solution notebook). At autograde that import would hand the hidden tests the kernel's module, which
@@ -34,10 +34,27 @@ _BEGIN, _END = "BEGIN HIDDEN TESTS", "END HIDDEN TESTS"
 
 @cache
 def harness_source() -> str:
-    """The text of the harness module as installed beside this grader (never the student's)."""
-    spec = importlib.util.find_spec(HARNESS_MODULE)
+    """The text of the harness module as installed beside this grader (never the student's), with
+    its one import from the course library (:mod:`kvcourse.assignment_checks.copy_watch`) replaced
+    by that module's own text, so that the private copy is one file that imports nothing the
+    student's code could have rewritten."""
+    text = _module_text(HARNESS_MODULE)
+    lines = text.split("\n")
+    for node in reversed(ast.parse(text).body):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("kvcourse."):
+            inlined = _module_text(node.module).replace(_FUTURE, "", 1)
+            lines[node.lineno - 1 : node.end_lineno] = inlined.rstrip("\n").split("\n")
+    return "\n".join(lines)
+
+
+_FUTURE = "from __future__ import annotations\n"
+
+
+def _module_text(name: str) -> str:
+    """The source text of the installed module ``name``."""
+    spec = importlib.util.find_spec(name)
     if spec is None or not spec.origin:
-        raise RuntimeError(f"cannot find {HARNESS_MODULE}: install the course library (kvcourse)")
+        raise RuntimeError(f"cannot find {name}: install the course library (kvcourse)")
     return Path(spec.origin).read_text(encoding="utf-8")
 
 

@@ -261,7 +261,8 @@ class Snapshot:
         return decode(data, lambda number, name: self.objects[number])
 
     def run(self, function: Any, *args: Any, **kwargs: Any) -> Any:
-        """``function(*args, **kwargs)``: the student's code, under the profile hook."""
+        """``function(*args, **kwargs)``: the student's code, under the profile hook it left set
+        (none of the server's own code runs under a hook the student set)."""
         sys.setprofile(self.hook)
         try:
             return function(*args, **kwargs)

@@ -95,6 +95,14 @@ def test_a_student_function_called_by_a_test_is_the_students(hook):
     assert "sys.setprofile" in read()["cells"]["4"]["did"]
 
 
+def test_a_function_given_other_code_is_reported_and_a_class_attribute_is_not(hook):
+    run, read = hook
+    run(10, "student", "class C:\n    pass\nC.x = 1\ndef f():\n    pass\nf.__doc__ = 'f'")
+    assert "10" not in read()["cells"]
+    run(11, "student", "def g():\n    return 2\nf.__code__ = g.__code__")
+    assert read()["cells"]["11"]["did"]["code"] == ["a function given other code (__code__)"]
+
+
 def test_reads_of_the_python_installation_are_not_counted(hook):
     run, read = hook
     run(6, "student", f"open({json.__file__!r}).read()\nopen('/etc/hostname')")

@@ -4,6 +4,8 @@ checks it makes.
 * :mod:`kvcourse.assignment_checks.harness`: the library's reference switched off while student
   code runs, fresh copies of library modules, the test's own step inside a student's loop (the one
   harness of visible and hidden cells);
+* :mod:`kvcourse.assignment_checks.copy_watch`: how the harness knows a copy of the reference
+  (pasted, retyped, rebuilt from its code) and switches it off too;
 * :mod:`kvcourse.assignment_checks.values`: plain values and failure messages (expected, got,
   hint);
 * :mod:`kvcourse.assignment_checks.readers`: a student's allocator, block table or block manager

@@ -2,8 +2,8 @@
 copies of library modules that nothing done in the kernel has touched.
 
 * :func:`switched_off`: while a block runs, the library's functions of the given modules, classes
-  or functions raise ("your code called the course library's reference ..."); with ``watch``, a
-  profiler also notices calls into *copies* of them and code that unhooks it;
+  or functions raise ("your code called the course library's reference ..."); with ``watch``,
+  so do *copies* of them (:mod:`~kvcourse.assignment_checks.copy_watch`);
 * :func:`fresh_copy`: private copies of library modules compiled from their source files (a
   simulator the student's class is run on, whatever the kernel did to the library);
 * :func:`stand_in`: the test's own online-softmax step inside a student's blockwise attention;
@@ -30,30 +30,22 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import dis
 import importlib
 import importlib.util
 import pkgutil
 import sys
-import sysconfig
 import types
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-_PLACEHOLDER = "<the refusal>"
-
-
-def _refuse(*args, **kwargs):
-    raise AssertionError("<the refusal>")
-
-
-def _refusal_code(message: str) -> types.CodeType:
-    """The code of a function that raises ``AssertionError(message)``, with no free variables, so
-    it can stand in for any function's code (it reads nothing but builtins)."""
-    code = _refuse.__code__
-    consts = tuple(message if c == _PLACEHOLDER else c for c in code.co_consts)
-    return code.replace(co_consts=consts)
+from kvcourse.assignment_checks.copy_watch import (  # private copies inline the module
+    _FRESH_GLOBALS,
+    COPY_MIN_INSTRUCTIONS,  # noqa: F401 - named in switched_off's docstring, read by tests
+    CopySweep,
+    code_fingerprint,  # noqa: F401
+    refusal_code,
+)
 
 
 def _library_functions(owner: object) -> list[types.FunctionType]:
@@ -81,64 +73,6 @@ def _library_functions(owner: object) -> list[types.FunctionType]:
     return found
 
 
-#: A function this short is a copy of the reference's only if it is the very same code.
-COPY_MIN_INSTRUCTIONS = 16
-
-
-def code_fingerprint(code: types.CodeType) -> tuple:
-    """``code`` with its location and its names of its own taken out: its instructions, each
-    local variable by the order of its first use instead of its name, each constant by value
-    (nested functions by their fingerprints; the docstring, which the body never loads, is left
-    out), and the global and attribute names it uses. The reference's source pasted anywhere,
-    under another function name or with other names for its local variables, compiles to code
-    with the same fingerprint."""
-    arguments = code.co_argcount + code.co_kwonlyargcount
-    arguments += bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)  # *args, **kwargs
-    local: dict[str, int] = {name: i for i, name in enumerate(code.co_varnames[:arguments])}
-    kept = [step for step in dis.get_instructions(code) if step.opname not in _PLUMBING]
-    place = {step.offset: index for index, step in enumerate(kept)}
-    steps = []
-    for step in kept:
-        if step.opcode in dis.haslocal or step.opcode in dis.hasfree:
-            argument: object = local.setdefault(step.argval, len(local))
-        elif step.opcode in dis.hasjrel or step.opcode in dis.hasjabs:
-            argument = place.get(step.argval)  # by instruction, not by byte: see _SAME_STEP
-        elif step.opcode in dis.hasconst:
-            value = step.argval
-            if isinstance(value, types.CodeType):
-                argument = code_fingerprint(value)
-            else:
-                argument = (type(value).__name__, value)
-        else:
-            argument = step.argval
-        steps.append((_SAME_STEP.get(step.opname, step.opname), argument))
-    return (tuple(steps), code.co_names, code.co_argcount, code.co_kwonlyargcount)
-
-
-def _copy_key(code: types.CodeType) -> tuple:
-    """What a copy shares with its original and is cheap to read: a first sieve before
-    :func:`code_fingerprint`."""
-    return (code.co_names, code.co_argcount, code.co_kwonlyargcount)
-
-
-#: One step compiled two ways: ``module.function(...)`` calls its function by ``LOAD_ATTR`` when
-#: the compiler saw ``import module`` in the same file, by ``LOAD_METHOD`` in a notebook cell,
-#: which IPython compiles one statement at a time.
-_SAME_STEP = {"LOAD_METHOD": "LOAD_ATTR"}
-
-
-#: Instructions that only move closure cells around, in the order of their names.
-_PLUMBING = frozenset(
-    {"RESUME", "CACHE", "NOP", "EXTENDED_ARG", "MAKE_CELL", "COPY_FREE_VARS", "LOAD_CLOSURE"}
-)
-
-
-def _instructions(code: types.CodeType) -> int:
-    """How many instructions ``code`` has, its nested functions' included."""
-    own = sum(1 for i in dis.get_instructions(code) if i.opname not in ("CACHE", "RESUME"))
-    return own + sum(_instructions(c) for c in code.co_consts if isinstance(c, types.CodeType))
-
-
 @contextlib.contextmanager
 def switched_off(*owners: object, reference: str, watch: bool = False) -> Iterator[None]:
     """While the block runs, the library's functions in ``owners`` raise ``AssertionError``:
@@ -146,108 +80,48 @@ def switched_off(*owners: object, reference: str, watch: bool = False) -> Iterat
     yourself".
 
     An owner is a module (every function defined in it, or below it for a package), a class (its
-    methods and property getters) or a function. With ``watch``, calls into a *copy* of those
-    functions are noticed as well, and so is code that unhooks the watch; the block then fails
-    when it ends. A copy is a function whose code is the reference's with its location taken out
-    (:func:`code_fingerprint`): a reloaded module, a function rebuilt from the reference's code,
-    the reference's source pasted into a cell (other file, other lines, another function name),
-    or retyped with other names for its local variables. Short functions (fewer than
-    :data:`COPY_MIN_INSTRUCTIONS` instructions: a getter, a one-line wrapper) count only as exact
-    copies, since anyone may write them the same way.
+    methods and property getters) or a function. With ``watch``, *copies* of those functions are
+    switched off too: every live function (or function nested in one) whose code is the
+    reference's with its location taken out (:func:`code_fingerprint`), when the block starts: a
+    function rebuilt from the reference's code, a reloaded module, the reference's source pasted
+    into a cell (other file, other lines, another function name) or retyped with other names for
+    its local variables. A copy made while the block runs, or a switched-off function given its
+    code back, fails the block when it ends (the grader's audit also reports code built at run
+    time). Short functions (fewer than :data:`COPY_MIN_INSTRUCTIONS` instructions: a getter, a
+    one-line wrapper) count only as exact copies, since anyone may write them the same way.
     """
     functions = [f for owner in owners for f in _library_functions(owner)]
-    message = (
-        f"your code called the course library's {reference}, which "
-        f"{'the tests switch' if watch else 'this test switches'} off: write it yourself"
-    )
-    refusal = _refusal_code(message)
+    told = "the tests switch" if watch else "this test switches"
+    message = f"your code called the course library's {reference}, which {told} off: write it"
+    refusal = refusal_code(message + " yourself")
     saved = [f.__code__ for f in functions]
-    long_enough = [code for code in saved if _instructions(code) >= COPY_MIN_INSTRUCTIONS]
-    prints = {code_fingerprint(code) for code in long_enough}
-    keys = {_copy_key(code) for code in long_enough}
-    calls: list[str] = []
-    verdicts: dict[types.CodeType, bool] = {}  # a copy of the reference's? (by the code's value)
-    # Watched still: the reference's modules (a FunctionType(f.__code__, f.__globals__) runs there)
-    owners_modules = {f.__globals__.get("__name__") for f in functions}
-    trusted = {n: g for n, g in _trusted_globals().items() if n not in owners_modules}
-    trusted[__name__] = globals()  # this harness, also as the grader's private copy of it
-
-    def is_copy(code: types.CodeType) -> bool:
-        verdict = verdicts.get(code)
-        if verdict is None:
-            verdict = (
-                code is refusal
-                or code in saved
-                or (_copy_key(code) in keys and code_fingerprint(code) in prints)
-            )
-            verdicts[code] = verdict
-        return verdict
-
-    def note(frame, event, arg):
-        # On every call and return: a frame in a library or standard module's globals (not the
-        # reference's) is passed over by its globals alone, as ``frame.f_code`` and ``id`` raise
-        # audit events, which a grader's audit hook would see millions of times.
-        if event != "call":
-            return
-        scope = frame.f_globals
-        try:
-            name = scope.get("__name__")
-            if trusted.get(name) is scope or (
-                _FRESH_GLOBALS.get(name) is scope and name not in owners_modules
-            ):
-                return
-        except TypeError:  # a ``__name__`` that is not a string
-            pass
-        code = frame.f_code
-        if is_copy(code):
-            calls.append("a switched-off function" if code is refusal else code.co_name)
-
     for f in functions:
         f.__code__ = refusal
-    outer = sys.getprofile()
-    if watch:
-        sys.setprofile(note)
+    owners_modules = {f.__globals__.get("__name__") for f in functions}
+    sweep = CopySweep(saved, owners_modules, reference) if watch else None
+    armed, unarmed = [], []  # (copy, its code, its stand-in); names of copies that refused one
+    for f, stand_in in sweep.find(set(functions)) if sweep else ():
+        try:
+            armed.append((f, f.__code__, stand_in))
+            f.__code__ = stand_in
+        except ValueError:  # a closure the stand-in cannot take: the block fails instead
+            unarmed.append(armed.pop()[0].__name__)
     try:
         yield
     finally:
-        watched = sys.getprofile() is note
-        if watch:
-            sys.setprofile(outer)
+        kept = all(f.__code__ is refusal for f in functions)
+        kept = kept and all(f.__code__ is stand_in for f, _, stand_in in armed)
+        for f, code, _ in armed:
+            f.__code__ = code
         for f, code in zip(functions, saved, strict=True):
             f.__code__ = code
-    if watch:
-        assert watched and not calls, (
+    if sweep:
+        made = unarmed + [f.__name__ for f, _ in sweep.find({*functions, *(a[0] for a in armed)})]
+        assert kept and not made, (
             "your code ran the course library's reference or a copy of it "
-            f"({', '.join(sorted(set(calls))) or 'and turned off the check for it'}), which the "
+            f"({', '.join(sorted(set(made))) or 'and turned off the check for it'}), which the "
             "tests switch off: write it yourself"
         )
-
-
-#: Module name -> globals of the latest :func:`fresh_copy` of that library module.
-_FRESH_GLOBALS: dict[str, dict] = {}
-
-
-def _trusted_globals() -> dict[str, dict]:
-    """Module name -> globals of the course library's and the standard library's modules in
-    ``sys.modules``, whose frames the watch passes over (fresh copies: :data:`_FRESH_GLOBALS`).
-    Code runs in them only if compiled or built into them, which the grader's audit reports."""
-    stdlib = str(Path(sysconfig.get_paths()["stdlib"]).resolve()) + "/"
-    trusted = {}
-    for name, module in list(sys.modules.items()):
-        scope = getattr(module, "__dict__", None)
-        if not isinstance(scope, dict) or scope.get("__name__") != name:
-            continue
-        if name == "kvcourse" or name.startswith("kvcourse."):
-            trusted[name] = scope
-            continue
-        where = scope.get("__file__")
-        if isinstance(where, str) and "-packages/" not in where:
-            try:
-                if str(Path(where).resolve()).startswith(stdlib):
-                    trusted[name] = scope
-            except (OSError, RuntimeError):
-                pass
-    return trusted
 
 
 class PropertyFailed(AssertionError):
