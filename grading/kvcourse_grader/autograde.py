@@ -14,6 +14,7 @@ finish, and a summary ends the run. Each student kernel runs in the bubblewrap s
 from __future__ import annotations
 
 import argparse
+import secrets
 import signal
 import sys
 import threading
@@ -156,6 +157,8 @@ def cmd_autograde(course: Course, args: argparse.Namespace) -> int:
     nb_args = [*sandbox_flags(course, args.unsandboxed), *course.db_flags]
     if args.cell_timeout:
         nb_args.append(f"--Execute.timeout={args.cell_timeout}")
+    seed = secrets.randbelow(10**9) if args.seed is None else args.seed
+    nb_args.append(f"--RobustExecute.case_seed={seed}")
     if args.dask and course.db_url.startswith("sqlite"):
         raise CommandError(
             "--dask needs a gradebook every worker can reach: a server database such as "
@@ -172,7 +175,8 @@ def cmd_autograde(course: Course, args: argparse.Namespace) -> int:
     print(
         f"limits per student: {args.timeout:g} s, memory {runner.format_size(args.memory_limit)}"
         f"{'' if sys.platform.startswith('linux') else ' (not enforced: Linux only)'}; "
-        f"per cell: {f'{args.cell_timeout} s' if args.cell_timeout else 'as configured'}"
+        f"per cell: {f'{args.cell_timeout} s' if args.cell_timeout else 'as configured'}; "
+        f"the hidden tests' random cases: seed {seed} (--seed {seed} tries them again)"
     )
     if args.dask:
         print(

@@ -239,6 +239,17 @@ def cmd_export(course: Course, args: argparse.Namespace) -> int:
 
 
 # ------------------------------------------------------------------------------------------ main
+def _seed(text: str) -> int:
+    """A ``--seed``: a whole number from 0 to 2**63 - 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value < 2**63:
+        raise argparse.ArgumentTypeError(f"not a seed: {text!r} (give a whole number, e.g. 1234)")
+    return value
+
+
 def _size(text: str) -> int:
     try:
         return runner.parse_size(text)
@@ -316,6 +327,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=0,
         help="seconds per cell (default: Execute.timeout in grading/nbgrader_config.py)",
+    )
+    p.add_argument(
+        "--seed",
+        type=_seed,
+        default=None,
+        help="the seed of the random cases the hidden tests draw for this run, to try the same "
+        "cases again (default: a new one per run, printed)",
     )
     p.add_argument(
         "--memory-limit",

@@ -56,9 +56,15 @@ class RemoteHarness:
     own ``checking``, ``module_of`` and ``fresh_copy``, and a ``switched_off`` that switches the
     library off in the snapshot, where the student's code runs."""
 
-    def __init__(self, channel: Channel) -> None:
-        self.channel = channel
+    def __init__(self, channel: Channel, case_seed: str = "") -> None:
+        self.channel, self.run_seed = channel, case_seed
         self.numbers = itertools.count(1)
+
+    def case_seed(self, fixed: int) -> str:
+        """The harness's ``case_seed``, with the grading run's seed (the library's without one)."""
+        if not self.run_seed:
+            return local_harness.case_seed(fixed)
+        return f"{int(fixed)}/{self.run_seed}"
 
     @staticmethod
     def owner_spec(owner: object) -> list:
@@ -201,6 +207,7 @@ class RemoteHarness:
             "calls_on_reading": self.calls_on_reading,
             "is_subclass": self.is_subclass,
             "stand_in": stand_in,
+            "case_seed": self.case_seed,
         }
 
 
@@ -279,11 +286,13 @@ def run_hidden_cell(
     index: int,
     not_run: str,
     around: Around | None = None,
+    case_seed: str = "",
 ) -> list[dict]:
     """Run a hidden cell's ``source`` here against its snapshot (``channel``); its outputs as
     nbformat dicts: what the cell printed, and an error output if it failed. Without a channel
     (the snapshot could not be taken) the cell gets a ``not_run`` error. Names the cell defines
-    (other than the student's objects) go into ``shared`` for later grader-side cells."""
+    (other than the student's objects) go into ``shared`` for later grader-side cells;
+    ``case_seed`` is the grading run's seed for the cell's random cases (harness ``case_seed``)."""
     if channel is None:
         return [_error(not_run, "the hidden tests could not reach a snapshot of your kernel")]
     _enter(around, channel)
@@ -292,7 +301,7 @@ def run_hidden_cell(
     printed, warned = io.StringIO(), io.StringIO()
     outputs: list[dict] = []
     try:
-        source, bound = _bind_checks(source, RemoteHarness(channel).names())
+        source, bound = _bind_checks(source, RemoteHarness(channel, case_seed).names())
         namespace.update(bound)
         code = compile(source, f"<hidden tests, cell {index}>", "exec")
         with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(warned):

@@ -203,6 +203,13 @@ class RobustExecute(Execute):
         "a stderr note, so a test cell that wrote to stderr still fails. 0: no cap.",
     ).tag(config=True)
 
+    case_seed = Unicode(
+        "",
+        help="The grading run's seed for the random cases of the hidden tests that run in the "
+        "grader (kvcourse-grade autograde draws one per run and prints it); empty: the cases a "
+        "solution notebook run by hand gets.",
+    ).tag(config=True)
+
     run_after_last_test = Bool(
         False,
         help="Run the code cells after the last test cell too. They score nothing (the ungraded "
@@ -397,7 +404,7 @@ class RobustExecute(Execute):
             around = _AuditedSnapshot(self._token, index, cell)
             if in_grader:
                 outputs = hidden_runs.run_hidden_cell(
-                    written, channel, self._shared, index, NOT_RUN, around
+                    written, channel, self._shared, index, NOT_RUN, around, self.case_seed
                 )
             else:
                 private = with_private_harness(written)

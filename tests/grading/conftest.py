@@ -16,7 +16,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from grading_course import cli, copy_course, specific  # noqa: E402
+from grading_course import CASE_SEED, cli, copy_course, specific  # noqa: E402
 
 from kvcourse_grader.sandbox import sandbox_problem  # noqa: E402
 
@@ -46,7 +46,7 @@ def _grade_all_samples(assignment: str, released_root: Path, tmp_path_factory) -
     steps = {}
     steps["samples"] = cli("samples", assignment, "--out", str(inbox), cwd=root)
     steps["collect"] = cli("collect", str(inbox), "--assignment", assignment, cwd=root)
-    extra = ["--cell-timeout", str(timeout)] if timeout else []
+    extra = ["--seed", str(CASE_SEED)] + (["--cell-timeout", str(timeout)] if timeout else [])
     if sandbox_problem() is not None:  # the sandbox samples are then left out too
         extra.append("--unsandboxed")
     steps["autograde"] = cli("autograde", assignment, *extra, cwd=root, timeout=AUTOGRADE_TIMEOUT)

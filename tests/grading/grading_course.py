@@ -206,6 +206,11 @@ def specific(assignment: str) -> Specific:
     return SPECIFIC.get(assignment, Specific())
 
 
+#: The seed of the hidden tests' own random cases in the tests' grading runs: one fixed seed, so
+#: that every sample's expected grades hold run after run (a real run draws a new one).
+CASE_SEED = 20261207
+
+
 def cli(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
     """Run ``kvcourse-grade`` as an instructor of the course would: a fresh process in ``cwd``.
 

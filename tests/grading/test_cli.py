@@ -61,6 +61,15 @@ def test_parser_has_every_step():
     assert (args.assignments, args.memory_limit, args.timeout) == ([A0], 512 * 2**20, 5.0)
     assert parser.parse_args(["feedback"]).step == "feedback"
     assert parser.parse_args(["export", "--to", "g.csv"]).to == "g.csv"
+    assert parser.parse_args(["autograde"]).seed is None  # a new one per run
+    assert parser.parse_args(["autograde", "--seed", "1234"]).seed == 1234
+
+
+@pytest.mark.parametrize("seed", ["-1", "abc", "1.5", str(2**63)])
+def test_a_seed_that_is_not_a_whole_number_is_refused(seed, capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["autograde", "--seed", seed])
+    assert f"not a seed: {seed!r} (give a whole number" in capsys.readouterr().err
 
 
 def test_run_notes_count_what_went_wrong(tmp_path):

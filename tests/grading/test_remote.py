@@ -147,7 +147,9 @@ def snapshot(tmp_path):
     listener = snapshots.SnapshotListener(tmp_path)
     processes = []
 
-    def run(source: str, student: str = STUDENT, in_snapshot: bool = False) -> list[dict]:
+    def run(
+        source: str, student: str = STUDENT, in_snapshot: bool = False, seed: str = ""
+    ) -> list[dict]:
         nonce = f"n{len(processes)}"
         code = student + "\n" + snapshots.snapshot_code(listener.kernel_path, nonce, 30, 60)
         code += "\nimport sys\nsys.stdin.read()\nprint('|'.join(SEEN) if 'SEEN' in dir() else '')\n"
@@ -164,7 +166,7 @@ def snapshot(tmp_path):
         channel = remote.Channel(conn, time.monotonic() + 30)
         if in_snapshot:
             return hidden_runs.run_in_snapshot(source, channel, 1, "CellNotRun")
-        return hidden_runs.run_hidden_cell(source, channel, {}, 1, "CellNotRun")
+        return hidden_runs.run_hidden_cell(source, channel, {}, 1, "CellNotRun", case_seed=seed)
 
     def parent_output() -> str:
         out, _ = processes[-1].communicate("", timeout=30)
@@ -372,6 +374,17 @@ def test_a_lost_snapshot_is_not_run(snapshot):
         student=STUDENT + "\nimport os\narea = lambda w, h: os._exit(1)\n",
     )
     assert errors(outputs)[0][0] == "CellNotRun"
+
+
+def test_random_cases_draw_from_the_grading_runs_seed(snapshot):
+    """A cell in the grader gets ``fixed`` mixed with the run's seed (the cases by hand without
+    one); the library's own ``case_seed`` is the by-hand one."""
+    from kvcourse.assignment_checks.harness import case_seed
+
+    run, _ = snapshot
+    source = "from kvcourse.assignment_checks.harness import case_seed\nprint(case_seed(7))\n"
+    assert run(source, seed="424242")[0]["text"] == "7/424242\n"
+    assert run(source)[0]["text"] == f"{case_seed(7)}\n" == "7/by hand\n"
 
 
 def test_runs_in_grader_reads_the_marker():

@@ -13,6 +13,7 @@ import pytest
 from grading_course import (
     A0,
     ASSIGNMENTS,
+    CASE_SEED,
     LINUX,
     ROOT,
     SAMPLED,
@@ -147,6 +148,7 @@ def test_autograde_reports_every_student(graded, assignment):
             rf"^{student}\s+{assignment}\s+{total:g} / {full:g} ", result.stdout, re.M
         ), f"{student}: no line with {total:g} / {full:g} in\n{result.stdout}"
     assert f"graded {len(students)} submission(s); 0 could not be graded" in result.stdout
+    assert f"random cases: seed {CASE_SEED} (--seed {CASE_SEED} tries them again)" in result.stdout
 
 
 @graded_by_nbgrader

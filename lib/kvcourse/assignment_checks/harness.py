@@ -124,6 +124,18 @@ def switched_off(*owners: object, reference: str, watch: bool = False) -> Iterat
         )
 
 
+#: What :func:`case_seed` mixes in outside a grading run (a solution notebook run by hand).
+BY_HAND = "by hand"
+
+
+def case_seed(fixed: int) -> str:
+    """The seed of a hidden test's random cases beyond its fixed ones (``random.Random(fixed)``):
+    at autograde, for a hidden test that runs in the grader, ``fixed`` mixed with a seed drawn
+    for the grading run (``kvcourse-grade autograde --seed``), so no two runs try the same cases;
+    anywhere else ``fixed`` mixed with :data:`BY_HAND`, the same cases every time."""
+    return f"{int(fixed)}/{BY_HAND}"
+
+
 class PropertyFailed(AssertionError):
     """A property the hidden tests check does not hold; the message is the property in words
     ("ties between instances"), never the test's code or values."""
