@@ -5,9 +5,11 @@ v0.33.0, read in ``vllm/v1/metrics/loggers.py`` (``PrometheusStatLogger``) and
 ``vllm/v1/metrics/buckets.py``; what feeds them in ``vllm/v1/metrics/stats.py``:
 
 * gauges ``vllm:num_requests_running``, ``vllm:num_requests_waiting`` and
-  ``vllm:kv_cache_usage_perc`` (a fraction despite the name: ``1 − free blocks / blocks``, where a
-  free block still holding cached KV counts as free, ``BlockPool.get_usage``), set every
-  iteration. The guide's ``vllm:gpu_cache_usage_perc`` and ``vllm:cpu_cache_usage_perc`` are the
+  ``vllm:kv_cache_usage_perc`` (a fraction despite the name: ``BlockPool.get_usage`` is
+  ``1 − free blocks / (blocks − 1)``, where a free block still holding cached KV counts as free,
+  and the one left out is block 0, which vLLM keeps as its ``null_block`` and never lends; the
+  course's pools lend every block, so a course pool of N blocks stands for vLLM's N + 1 and its
+  usage here is ``1 − free / N``), set every iteration. The guide's ``vllm:gpu_cache_usage_perc`` and ``vllm:cpu_cache_usage_perc`` are the
   old names; v0.33.0 has the first as ``kv_cache_usage_perc`` and no CPU one;
 * counters ``vllm:prefix_cache_queries`` and ``vllm:prefix_cache_hits`` (tokens a new request
   looked up, and found cached; re-admitted victims are left out, as vLLM does),
