@@ -9,8 +9,9 @@ v0.33.0, read in ``vllm/v1/metrics/loggers.py`` (``PrometheusStatLogger``) and
   ``1 − free blocks / (blocks − 1)``, where a free block still holding cached KV counts as free,
   and the one left out is block 0, which vLLM keeps as its ``null_block`` and never lends; the
   course's pools lend every block, so a course pool of N blocks stands for vLLM's N + 1 and its
-  usage here is ``1 − free / N``), set every iteration. The guide's ``vllm:gpu_cache_usage_perc`` and ``vllm:cpu_cache_usage_perc`` are the
-  old names; v0.33.0 has the first as ``kv_cache_usage_perc`` and no CPU one;
+  usage here is ``1 − free / N``), set every iteration. The guide's
+  ``vllm:gpu_cache_usage_perc`` and ``vllm:cpu_cache_usage_perc`` are the old names; v0.33.0
+  has the first as ``kv_cache_usage_perc`` and no CPU one;
 * counters ``vllm:prefix_cache_queries`` and ``vllm:prefix_cache_hits`` (tokens a new request
   looked up, and found cached; re-admitted victims are left out, as vLLM does),
   ``vllm:num_preemptions``, ``vllm:prompt_tokens`` and ``vllm:generation_tokens``.
