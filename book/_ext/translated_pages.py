@@ -14,7 +14,8 @@ extension does four things, none of which Sphinx or MyST-NB does on its own:
 3. **An untranslated paragraph is a build warning** (an error under ``-W``) naming the page and the
    line, as is a catalog entry that no longer matches its English source.
 4. **Every page links to its counterpart** in the other edition, at the top of the article, and
-   tells search engines about it (``<link rel="alternate" hreflang>``).
+   tells search engines about it (``<link rel="alternate" hreflang>``); the link lands on the
+   section the reader is in.
 5. **The interface is Chinese** in the Chinese edition: the part captions of the sidebar, and
    the few words the themes write without a catalog (the rest are in ``sphinx.po``).
 """
@@ -214,6 +215,22 @@ def _is_front_matter(node: nodes.Node, document: nodes.document) -> bool:
     return isinstance(node, (nodes.docinfo, nodes.field_list)) and node.parent is document
 
 
+# The switch lands on the section the reader is in (both editions give a section the same id):
+# the URL's own #, else the last section whose heading has scrolled past the top of the window.
+KEEP_SECTION_SCRIPT = """<script>
+document.querySelector(".edition-switch a").addEventListener("click", function () {
+  var here = location.hash;
+  if (!here) {
+    document.querySelectorAll("article section[id]").forEach(function (section) {
+      if (section.getBoundingClientRect().top <= 80) { here = "#" + section.id; }
+    });
+  }
+  if (here) { this.href = this.href.split("#")[0] + here; }
+});
+</script>
+"""
+
+
 def _link_counterpart(app: Sphinx, pagename: str, template: str, context: dict, doctree) -> None:
     """Puts a link to the same page in the other edition at the top of every page."""
     if doctree is None:
@@ -226,7 +243,7 @@ def _link_counterpart(app: Sphinx, pagename: str, template: str, context: dict, 
     url = f"{root}{prefix}{pagename}.html"
     switch = (
         f'<p class="edition-switch"><a href="{url}" hreflang="{hreflang}" lang="{hreflang}">'
-        f"{label}</a></p>\n"
+        f"{label}</a></p>\n{KEEP_SECTION_SCRIPT}"
     )
     context["body"] = switch + context.get("body", "")
     context["metatags"] = (

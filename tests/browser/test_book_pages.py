@@ -234,6 +234,19 @@ def test_the_language_switch_goes_both_ways(browser, book_url, width, shoot):
     page.close()
 
 
+def test_the_language_switch_keeps_the_section(browser, book_url):
+    """A reader sent to a section (a link, a search hit) who switches edition lands on the same
+    section of the other edition, not at the top of its page."""
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(f"{book_url}/book/05_sharing.html#sec-5-2", wait_until="networkidle")
+    page.locator("p.edition-switch a[hreflang='zh-CN']").click()
+    page.wait_for_load_state("networkidle")
+    assert page.url.endswith("/zh/book/05_sharing.html#sec-5-2"), page.url
+    heading = page.locator("#sec-5-2 + h2").inner_text()
+    assert "束搜索" in heading, f"the Chinese page's #sec-5-2 is {heading!r}"
+    page.close()
+
+
 @pytest.mark.parametrize(
     "edition, query, expected",
     [
