@@ -29,6 +29,8 @@ import json
 import os
 import re
 import shutil
+import subprocess
+import time
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,7 +56,6 @@ DEFAULT_OUT = Path("_build") / "student-bundle" / f"{TOP}.zip"
 MANIFEST = "MANIFEST.sha256"
 
 _TEMPLATES = Path(__file__).resolve().parent / "bundle_files"
-_ZIP_TIME = (1980, 1, 1, 0, 0, 0)  # the earliest a zip can say: no build time leaks in
 _NOTICES = ("LICENSE*", "LICENCE*", "NOTICE*", "COPYING*")
 _SKIP_DIRS = {"__pycache__", ".ipynb_checkpoints"}
 #: nbgrader's region markers, as a comment line in a cell or a file.
@@ -264,13 +265,35 @@ def bundle_contents(course: Course) -> tuple[list[str], dict[str, bytes]]:
 
 
 # -------------------------------------------------------------------------------------- writing
-def _zip_bytes(files: dict[str, bytes]) -> bytes:
+def _release_time(root: Path) -> tuple[int, int, int, int, int, int]:
+    """The date every file of the zip carries: the course's last commit (or
+    ``SOURCE_DATE_EPOCH``), so a student's JupyterLab shows when the course was made and two
+    builds of one commit give the same bytes; outside git, today at midnight UTC."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    if not epoch.isdigit():
+        try:
+            found = subprocess.run(
+                ["git", "-C", str(root), "log", "-1", "--format=%ct"],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
+            epoch = found.stdout.strip() if found.returncode == 0 else ""
+        except (OSError, subprocess.SubprocessError):
+            epoch = ""
+    seconds = int(epoch) if epoch.isdigit() else int(time.time()) // 86400 * 86400
+    seconds = max(seconds, 315532800)  # a zip cannot say anything before 1980
+    year, month, day, hour, minute, second = time.gmtime(seconds)[:6]
+    return year, month, day, hour, minute, second
+
+
+def _zip_bytes(files: dict[str, bytes], when: tuple[int, int, int, int, int, int]) -> bytes:
     """One zip, ``kvcourse-student/`` at the top, same bytes for the same files: sorted names,
-    fixed timestamps and permissions."""
+    one timestamp (``when``) and fixed permissions."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
         for name in sorted(files):
-            info = zipfile.ZipInfo(f"{TOP}/{name}", date_time=_ZIP_TIME)
+            info = zipfile.ZipInfo(f"{TOP}/{name}", date_time=when)
             info.create_system, info.external_attr = 3, 0o100644 << 16
             stored = name.endswith(".gz")  # already compressed
             info.compress_type = zipfile.ZIP_STORED if stored else zipfile.ZIP_DEFLATED
@@ -329,7 +352,7 @@ def build_bundle(course: Course, out: Path) -> BundleReport:
     if out.suffix.lower() == ".zip":
         if out.is_dir():
             raise CommandError(f"{out} is a folder; name a .zip file, or a folder without .zip")
-        data = _zip_bytes(files)
+        data = _zip_bytes(files, _release_time(course.root))
         partial = out.with_name(f".{out.name}.partial")
         partial.write_bytes(data)
         os.replace(partial, out)
