@@ -185,3 +185,18 @@ def test_the_chinese_interface_is_chinese(built_book):
         if re.search("[A-Za-z]{3}", label) and not CJK.search(label)
     }
     assert not english_labels, f"interface words left in English: {sorted(english_labels)}"
+
+
+FIGURE_ALT = re.compile(r'<picture class="kv-figure">.*?<img [^>]*?alt="([^"]*)"', re.S)
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_figure_says_what_it_shows_in_its_editions_language(built_book, page):
+    """A figure's alt text (its caption's first sentence, book/_ext/figure_files.py) is there for
+    screen readers and search engines, in the page's own language."""
+    for edition in ("", "zh/"):
+        where = f"{edition}{page}.html"
+        for alt in FIGURE_ALT.findall((built_book / where).read_text(encoding="utf-8")):
+            assert alt.strip(), f"{where}: a figure with empty alt text"
+            if edition:
+                assert CJK.search(alt), f"{where}: alt text in English: {alt!r}"

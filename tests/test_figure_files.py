@@ -58,3 +58,26 @@ def test_other_builders_and_other_html_are_left_alone(tmp_path):
     figure_files.store_figure_files(latex, figure_doc, "index")
     assert "data:" in next(iter(figure_doc.findall(nodes.raw))).astext()
     assert not (tmp_path / "_images").exists()
+
+
+def test_a_captioned_figure_gets_its_first_sentence_as_alt_text(tmp_path):
+    html = f'<picture class="kv-figure"><img src="{uri(SVG)}" alt=""></picture>'
+    app = SimpleNamespace(builder=SimpleNamespace(format="html"), outdir=str(tmp_path))
+    for caption, alt in [
+        (
+            "Hit rate against capacity (Fig. 3 of the paper). Dashed: the bound.",
+            "Hit rate against capacity (Fig. 3 of the paper).",
+        ),
+        ("命中率随容量的变化。虚线是上界。", "命中率随容量的变化。"),
+        ('Blocks "shared" & <kept>', "Blocks &quot;shared&quot; &amp; &lt;kept&gt;"),
+    ]:
+        figure = nodes.figure()
+        figure += nodes.raw("", html, format="html")
+        figure += nodes.caption(caption, caption)
+        doc = nodes.container()
+        doc += figure
+        figure_files.store_figure_files(app, doc, "book/01_page")
+        assert f'alt="{alt}"' in next(iter(doc.findall(nodes.raw))).astext()
+    bare = page(html)  # no figure around it: nothing to say
+    figure_files.store_figure_files(app, bare, "book/01_page")
+    assert 'alt=""' in next(iter(bare.findall(nodes.raw))).astext()
