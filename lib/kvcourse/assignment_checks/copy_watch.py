@@ -5,8 +5,11 @@ has a *copy*: code that is the reference's with its location and its names of it
 (:func:`code_fingerprint`). :func:`~kvcourse.assignment_checks.harness.switched_off` with
 ``watch`` sweeps the live functions for copies when its block starts (:class:`CopySweep`) and
 stands a refusal in for each, as it does for the reference itself; it sweeps again when the block
-ends for copies made meanwhile. A sweep costs a tenth of a second or so, once per block, where a
-profiler watching every call made the simulations it guards four times slower.
+ends for copies made meanwhile. A sweep costs a tenth of a second or so with torch loaded (a
+third of that once an earlier block of the same reference has seen the kernel's code objects:
+what it found is kept per code object), where a profiler watching every call made the
+simulations it guards four times slower. A check that enters many blocks in a row still pays
+for each: :func:`~kvcourse.assignment_checks.paging.paged_decode` runs a whole decode in one.
 
 The grader's private copies of the harness (:mod:`kvcourse_grader.hidden_harness`) inline this
 module's text where the harness imports it, so it too imports nothing but the standard library.
@@ -101,47 +104,53 @@ class CopySweep:
     fresh copies are searched too: a copy may run in the reference's own globals."""
 
     def __init__(self, saved: list[types.CodeType], owners_modules: set, reference: str) -> None:
-        long_enough = [code for code in saved if _instructions(code) >= COPY_MIN_INSTRUCTIONS]
+        facts = [_saved_facts(code) for code in saved]
+        long_enough = [fact for fact in facts if fact[0] >= COPY_MIN_INSTRUCTIONS]
         self.saved, self.reference, self.owners_modules = saved, reference, owners_modules
-        self.prints = {code_fingerprint(code) for code in long_enough}
-        self.keys = {_copy_key(code) for code in long_enough}
-        self.verdicts: dict[types.CodeType, bool] = {}
+        self.prints = {fingerprint for _, fingerprint, _ in long_enough}
+        self.keys = {key for _, _, key in long_enough}
+        # What an earlier block of the same reference worked out about each code object.
+        self.known = _KNOWN.setdefault((reference, tuple(map(id, saved))), ({}, saved))[0]
         self.trusted = {n: g for n, g in _trusted_globals().items() if n not in owners_modules}
         self.trusted[__name__] = globals()  # this module, also inside a private harness
 
     def is_copy(self, code: types.CodeType) -> bool:
         """Whether ``code`` is one of the reference's, or a copy of a long enough one."""
-        verdict = self.verdicts.get(code)
-        if verdict is None:
-            verdict = code in self.saved or (
-                _copy_key(code) in self.keys and code_fingerprint(code) in self.prints
-            )
-            self.verdicts[code] = verdict
-        return verdict
+        return code in self.saved or (
+            _copy_key(code) in self.keys and code_fingerprint(code) in self.prints
+        )
 
     def stand_in(self, code: types.CodeType) -> types.CodeType | None:
         """``code`` with each copy in it (itself, or a function nested in it) replaced by a
-        refusal that names the copy; None when it holds none."""
+        refusal that names the copy; None when it holds none. Remembered per code object (by
+        identity; the entry keeps the object, so its id is not reused while it is there)."""
+        entry = self.known.get(id(code))
+        if entry is not None and entry[0] is code:
+            return entry[1]
         if self.is_copy(code):
             message = (
                 f"your code ran the course library's {self.reference} or a copy of it "
                 f"({code.co_name}), which the tests switch off: write it yourself"
             )
-            return refusal_code(message).replace(co_freevars=code.co_freevars)
-        consts, changed = list(code.co_consts), False
-        for i, const in enumerate(consts):
-            if isinstance(const, types.CodeType):
-                inner = self.stand_in(const)
-                if inner is not None:
-                    consts[i], changed = inner, True
-        return code.replace(co_consts=tuple(consts)) if changed else None
+            found = refusal_code(message).replace(co_freevars=code.co_freevars)
+        else:
+            consts, changed = list(code.co_consts), False
+            for i, const in enumerate(consts):
+                if isinstance(const, types.CodeType):
+                    inner = self.stand_in(const)
+                    if inner is not None:
+                        consts[i], changed = inner, True
+            found = code.replace(co_consts=tuple(consts)) if changed else None
+        self.known[id(code)] = (code, found)
+        return found
 
     def find(self, skip: set) -> list[tuple[types.FunctionType, types.CodeType]]:
         """``(function, its stand-in)`` for each live function not in ``skip`` that holds a copy.
         Functions are read by their globals first, as ``__code__`` raises an audit event."""
         found = []
-        for f in gc.get_objects():
-            if type(f) is not types.FunctionType or f in skip:
+        functions = [f for f in gc.get_objects() if type(f) is types.FunctionType]
+        for f in functions:
+            if f in skip:
                 continue
             scope = f.__globals__
             try:
@@ -160,6 +169,24 @@ class CopySweep:
 
 #: Module name -> globals of the latest :func:`fresh_copy` of that library module.
 _FRESH_GLOBALS: dict[str, dict] = {}
+#: (reference, its code objects' ids) -> ({id(code): (code, stand-in or None)}, the codes, kept
+#: alive so that their ids stay theirs): a sweep costs a dictionary look-up per function once an
+#: earlier block of the same reference has seen its code.
+_KNOWN: dict[tuple, tuple[dict, list]] = {}
+#: id(saved code) -> (the code, its instructions, fingerprint and key).
+_FACTS: dict[int, tuple] = {}
+#: A module's file -> whether it is in the standard library.
+_IN_STDLIB: dict[str, bool] = {}
+
+
+def _saved_facts(code: types.CodeType) -> tuple[int, tuple, tuple]:
+    """``(instructions, fingerprint, key)`` of one of the reference's code objects, worked out
+    once per code object."""
+    entry = _FACTS.get(id(code))
+    if entry is None or entry[0] is not code:
+        entry = (code, _instructions(code), code_fingerprint(code), _copy_key(code))
+        _FACTS[id(code)] = entry
+    return entry[1], entry[2], entry[3]
 
 
 def _trusted_globals() -> dict[str, dict]:
@@ -177,9 +204,13 @@ def _trusted_globals() -> dict[str, dict]:
             continue
         where = scope.get("__file__")
         if isinstance(where, str) and "-packages/" not in where:
-            try:
-                if str(Path(where).resolve()).startswith(stdlib):
-                    trusted[name] = scope
-            except (OSError, RuntimeError):
-                pass
+            inside = _IN_STDLIB.get(where)
+            if inside is None:
+                try:
+                    inside = str(Path(where).resolve()).startswith(stdlib)
+                except (OSError, RuntimeError):
+                    inside = False
+                _IN_STDLIB[where] = inside
+            if inside:
+                trusted[name] = scope
     return trusted

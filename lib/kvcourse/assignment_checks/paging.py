@@ -239,21 +239,6 @@ def paged_decode(
     if not isinstance(fresh, FreshCopy):
         raise TypeError(f"paged_decode runs on a fresh_copy of kvcourse.kv, not {fresh!r}")
 
-    def on_paged(step: int, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        try:
-            with switched_off(*switch_off, reference=reference, watch=True):
-                return call(*args, **kwargs)
-        except AssertionError:
-            raise
-        except Exception as err:
-            where = table_problem(paged)
-            raise AssertionError(
-                f"block size {block_size}, step {step} (0 is the prefill): {call.__name__} on "
-                f"your paged cache failed with {type(err).__name__}: {err}. "
-                + (f"In your block table: {where}. " if where else "")
-                + f"Hint: {hint}"
-            ) from err
-
     c = model.config
     need = sum(-(-(n + decode_steps) // block_size) for n in prompt_lengths)
     pool = BlockPool(need + len(taken), block_size, taken=taken)
@@ -266,16 +251,56 @@ def paged_decode(
         i: torch.randint(c.vocab_size, (n,), generator=gen).tolist()
         for i, n in enumerate(prompt_lengths)
     }
+    # The contiguous run first: it picks every step's tokens and gives the expected logits.
     for seq_id in batch:
         contiguous.add_sequence(seq_id)
-        on_paged(0, paged.add_sequence, seq_id)
-    gaps: list[float] = []
-    for step in range(decode_steps + 1):
-        expected = model.forward(batch, contiguous)
-        got = on_paged(step, model.forward, batch, paged, attention=attention)
-        gaps += [float((got[s] - expected[s]).abs().max()) for s in batch]
-        batch = {s: [int(expected[s][-1].argmax())] for s in batch}
+    fed, expected = [], []
+    for _ in range(decode_steps + 1):
+        logits = model.forward(batch, contiguous)
+        fed.append(batch)
+        expected.append(logits)
+        batch = {s: [int(logits[s][-1].argmax())] for s in batch}
+
+    # Then the paged run on the same tokens, with the reference switched off: one block for the
+    # whole decode and one for the frees (each block sweeps the kernel for copies of the
+    # reference once, which costs far more than a step of this tiny model).
+    where = {"step": 0, "call": "add_sequence"}
+
+    def failed(err: Exception) -> AssertionError:
+        problem = table_problem(paged)
+        return AssertionError(
+            f"block size {block_size}, step {where['step']} (0 is the prefill): {where['call']} "
+            f"on your paged cache failed with {type(err).__name__}: {err}. "
+            + (f"In your block table: {problem}. " if problem else "")
+            + f"Hint: {hint}"
+        )
+
+    got = []
+    try:
+        with switched_off(*switch_off, reference=reference, watch=True):
+            for seq_id in fed[0]:
+                paged.add_sequence(seq_id)
+            where["call"] = "forward"
+            for step, tokens in enumerate(fed):
+                where["step"] = step
+                got.append(model.forward(tokens, paged, attention=attention))
+    except AssertionError:
+        raise
+    except Exception as err:
+        raise failed(err) from err
+    gaps = [
+        float((logits[s] - want[s]).abs().max())
+        for logits, want in zip(got, expected, strict=True)
+        for s in want
+    ]
     problem = table_problem(paged)
-    for seq_id in list(paged.seq_ids):
-        on_paged(decode_steps, paged.free_sequence, seq_id)
+    where.update(step=decode_steps, call="free_sequence")
+    try:
+        with switched_off(*switch_off, reference=reference, watch=True):
+            for seq_id in list(paged.seq_ids):
+                paged.free_sequence(seq_id)
+    except AssertionError:
+        raise
+    except Exception as err:
+        raise failed(err) from err
     return PagedDecode(tuple(gaps), problem, int(pool.num_free), int(free_at_start))
