@@ -28,6 +28,7 @@ from nbgrader.preprocessors import (
 from kvcourse_grader.feedback_page import (
     TEMPLATE_FILE,
     TEMPLATE_NAME,
+    FailureFirst,
     MathToMathML,
     template_dirs,
 )
@@ -77,10 +78,12 @@ c.Autograde.autograde_preprocessors = [
 # --- feedback --------------------------------------------------------------------------------
 # nbgrader copies the autograded notebook, hidden tests and their tracebacks included, into the
 # feedback. RedactHiddenTests removes the hidden-test regions from the source and replaces the
-# outputs of those cells with a one-line pass/fail note.
+# outputs of those cells with a one-line pass/fail note. FailureFirst then puts what each test cell
+# that lost points said first: under its part in the table, and above the cell's code.
 c.GenerateFeedback.preprocessors = [
     GetGrades,
     RedactHiddenTests,
+    FailureFirst,
     MathToMathML,
     CSSHTMLHeaderPreprocessor,
 ]

@@ -4,9 +4,12 @@ nbgrader's feedback template lists every test as "Test cell", sets no viewport, 
 expected/got line run off to the right, and loads MathJax from a CDN. The course's template
 (``templates/kvcourse_feedback``, extending nbgrader's) names each link by its part and function
 ("Part 1 · hidden tests · kv_bytes_per_token"), lays the parts out as a spaced table, wraps
-output lines, and loads nothing from the network. :class:`MathToMathML` turns the notebook's TeX
-into MathML at feedback time (with ``latex2mathml``), which browsers draw themselves.
-``grading/nbgrader_config.py`` puts both into ``nbgrader generate_feedback``.
+output lines, and loads nothing from the network. :class:`FailureFirst` puts what each test cell
+that lost points said (its error's message, or the hidden tests' one-line note) first: in the
+table of parts, under the part, and at the top of the cell, above its code and traceback.
+:class:`MathToMathML` turns the notebook's TeX into MathML at feedback time (with
+``latex2mathml``), which browsers draw themselves. ``grading/nbgrader_config.py`` puts these
+into ``nbgrader generate_feedback``.
 """
 
 from __future__ import annotations
@@ -22,7 +25,9 @@ __all__ = [
     "TEMPLATE_DIR",
     "TEMPLATE_FILE",
     "TEMPLATE_NAME",
+    "FailureFirst",
     "MathToMathML",
+    "failure_message",
     "template_dirs",
     "tex_to_mathml",
 ]
@@ -33,6 +38,10 @@ TEMPLATE_NAME = "kvcourse_feedback"
 #: Its file; not ``index.html.j2``, which names nbgrader's feedback page that it extends.
 TEMPLATE_FILE = "kvcourse_feedback.html.j2"
 
+#: How many characters of a failure message the table of parts shows (the cell shows it all).
+SHORT_FAILURE = 240
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _CODE = re.compile(r"(```.*?```|`[^`\n]*`)", re.S)
 _DISPLAY = re.compile(r"\$\$(.+?)\$\$", re.S)
 _INLINE = re.compile(r"(?<![\\$])\$(?![\s$])(.+?)(?<![\s\\])\$", re.S)
@@ -74,4 +83,61 @@ class MathToMathML(NbGraderPreprocessor):
     def preprocess_cell(self, cell: NotebookNode, resources: Any, index: int):
         if cell.cell_type == "markdown" and "$" in cell.source:
             cell.source = markdown_with_mathml(cell.source)
+        return cell, resources
+
+
+def failure_message(cell: NotebookNode) -> str | None:
+    """What a test cell that lost points said about why, in one piece of text: its error's
+    message (the ``AssertionError``'s text alone; other errors with their name), the hidden
+    tests' note that replaced its outputs ("Hidden tests: failed: ..."), or what it wrote to
+    stderr (which nbgrader scores as a failure). None for a cell that kept its points, or one
+    that said nothing."""
+    grading = cell.get("metadata", {}).get("nbgrader", {})
+    if not grading.get("grade") or grading.get("solution"):
+        return None
+    try:
+        if float(grading.get("score", 0)) >= float(grading.get("points", 0)):
+            return None
+    except (TypeError, ValueError):
+        return None
+    outputs = cell.get("outputs", [])
+    for output in outputs:
+        if output.get("output_type") == "error":
+            name = _ANSI.sub("", str(output.get("ename", ""))).strip()
+            value = _ANSI.sub("", str(output.get("evalue", ""))).strip()
+            if name == "AssertionError" and value:
+                return value
+            return f"{name}: {value}" if value else name or None
+    for output in outputs:
+        text = _ANSI.sub("", str(output.get("text", ""))).strip()
+        if output.get("output_type") != "stream" or not text:
+            continue
+        if text.startswith("Hidden tests:"):
+            return text
+        if output.get("name") == "stderr":
+            return f"it wrote to stderr, which counts as a failure: {text}"
+    return None
+
+
+class FailureFirst(NbGraderPreprocessor):
+    """Feedback: every test cell that lost points carries what it said about why
+    (:func:`failure_message`) in ``metadata.kvcourse.failure``, and its first
+    :data:`SHORT_FAILURE` characters in ``metadata.kvcourse.failure_short`` (a hidden tests' note
+    without its "Hidden tests: ", which the row already says), for the template to show first.
+    Runs after the hidden tests' outputs were replaced by their note."""
+
+    def preprocess_cell(self, cell: NotebookNode, resources: Any, index: int):
+        mine = cell.metadata.get("kvcourse")
+        if not isinstance(mine, dict):  # only what this step finds is shown, never a planted note
+            cell.metadata["kvcourse"] = {}
+            mine = cell.metadata["kvcourse"]  # the node stores a converted copy of the dict
+        mine.pop("failure", None)
+        mine.pop("failure_short", None)
+        message = failure_message(cell) if cell.cell_type == "code" else None
+        if message:
+            # In the table the row already says "hidden tests": its note starts at "failed".
+            short = message.removeprefix("Hidden tests: ")
+            if len(short) > SHORT_FAILURE:
+                short = short[: SHORT_FAILURE - 1] + "…"
+            mine["failure"], mine["failure_short"] = message, short
         return cell, resources
