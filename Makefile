@@ -103,9 +103,10 @@ lint: venv
 
 # Two pytest workers share the two cores: while one builds the book or drives a browser (one core
 # each), the other grades an assignment's samples (tests/conftest.py keeps each expensive fixture
-# on one worker). TEST_JOBS=0 runs everything in one process.
+# on one worker), the heaviest groups first (tests/conftest.py: SECONDS). TEST_JOBS=0 runs
+# everything in one process.
 TEST_JOBS ?= 2
-PYTEST := $(BIN)/python -m pytest $(if $(filter-out 0,$(TEST_JOBS)),-n $(TEST_JOBS) --dist loadgroup)
+PYTEST := $(BIN)/python -m pytest $(if $(filter-out 0,$(TEST_JOBS)),-n $(TEST_JOBS) --dist loadgroup --no-loadscope-reorder)
 
 # Every check of the library, the pages (both editions built with warnings as errors) and the
 # grader, except the end-to-end runs at a class's scale (test-e2e): the check before a commit.

@@ -7,12 +7,14 @@ copy of that in which every sample student of the assignment was collected and g
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -21,14 +23,38 @@ from grading_course import CASE_SEED, cli, copy_course, specific  # noqa: E402
 from kvcourse_grader.sandbox import sandbox_problem  # noqa: E402
 
 
-@pytest.fixture(scope="session")
-def released(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
-    """A copy of the course after `kvcourse-grade release` (run from a subfolder of it)."""
-    root = copy_course(tmp_path_factory.mktemp("released") / "course")
+def _release(target: Path) -> subprocess.CompletedProcess:
+    """A copy of the course at ``target`` after `kvcourse-grade release` (run from a subfolder of
+    it); what the command printed."""
+    root = copy_course(target)
     shutil.rmtree(root / "notebooks", ignore_errors=True)  # regenerate from scratch
-    result = cli("release", cwd=root / "solutions")
+    return cli("release", cwd=root / "solutions")
+
+
+@pytest.fixture(scope="session")
+def released(tmp_path_factory, worker_id) -> tuple[Path, subprocess.CompletedProcess]:
+    """A copy of the course after `kvcourse-grade release` (run from a subfolder of it), and
+    what the command printed. Tests copy it before changing anything in it.
+
+    The release of eight assignments takes most of a minute: under pytest-xdist the first worker
+    to ask makes it, in the run's shared temporary folder, and the others wait for it and read
+    the same folder (pytest-xdist's recipe for a session fixture made once)."""
+    if worker_id == "master":  # one process: nothing to share
+        root = tmp_path_factory.mktemp("released") / "course"
+        result = _release(root)
+        assert result.returncode == 0, result.stdout + result.stderr
+        return root, result
+    shared = tmp_path_factory.getbasetemp().parent / "released"
+    with FileLock(str(shared) + ".lock"):
+        record = shared / "release.json"
+        if not record.is_file():
+            shutil.rmtree(shared, ignore_errors=True)
+            done = _release(shared / "course")
+            fields = {"args": done.args, "returncode": done.returncode}
+            record.write_text(json.dumps({**fields, "stdout": done.stdout, "stderr": done.stderr}))
+    result = subprocess.CompletedProcess(**json.loads(record.read_text()))
     assert result.returncode == 0, result.stdout + result.stderr
-    return root, result
+    return shared / "course", result
 
 
 #: Seconds one autograde of all an assignment's samples may take (a4's 26 students take about
