@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kvcourse_grader import runner
+from kvcourse_grader.leaks import strip_ansi
 
 #: A student id: a folder name and a gradebook key, so letters, digits and ``_ . @ + -`` only.
 STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@+-]*$")
@@ -150,7 +151,6 @@ def point_split(notebook_path: Path) -> tuple[float, float]:
     return visible, hidden
 
 
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _TRACEBACK_HEAD = re.compile(r"^(\w+)\s+Traceback \(most recent call last\)")
 
 
@@ -161,7 +161,7 @@ def _error_name(output: dict) -> str:
     name = output.get("ename", "")
     if name == "PropertyFailed":
         for line in output.get("traceback", []):
-            head = _TRACEBACK_HEAD.match(_ANSI.sub("", str(line)))
+            head = _TRACEBACK_HEAD.match(strip_ansi(str(line)))
             if head:
                 return head.group(1)
     return name

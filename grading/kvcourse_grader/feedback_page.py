@@ -21,6 +21,8 @@ from typing import Any
 from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import NbGraderPreprocessor
 
+from kvcourse_grader.leaks import strip_ansi
+
 __all__ = [
     "TEMPLATE_DIR",
     "TEMPLATE_FILE",
@@ -41,7 +43,6 @@ TEMPLATE_FILE = "kvcourse_feedback.html.j2"
 #: How many characters of a failure message the table of parts shows (the cell shows it all).
 SHORT_FAILURE = 240
 
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _CODE = re.compile(r"(```.*?```|`[^`\n]*`)", re.S)
 _DISPLAY = re.compile(r"\$\$(.+?)\$\$", re.S)
 _INLINE = re.compile(r"(?<![\\$])\$(?![\s$])(.+?)(?<![\s\\])\$", re.S)
@@ -103,13 +104,13 @@ def failure_message(cell: NotebookNode) -> str | None:
     outputs = cell.get("outputs", [])
     for output in outputs:
         if output.get("output_type") == "error":
-            name = _ANSI.sub("", str(output.get("ename", ""))).strip()
-            value = _ANSI.sub("", str(output.get("evalue", ""))).strip()
+            name = strip_ansi(str(output.get("ename", ""))).strip()
+            value = strip_ansi(str(output.get("evalue", ""))).strip()
             if name == "AssertionError" and value:
                 return value
             return f"{name}: {value}" if value else name or None
     for output in outputs:
-        text = _ANSI.sub("", str(output.get("text", ""))).strip()
+        text = strip_ansi(str(output.get("text", ""))).strip()
         if output.get("output_type") != "stream" or not text:
             continue
         if text.startswith("Hidden tests:"):

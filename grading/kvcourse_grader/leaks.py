@@ -41,6 +41,7 @@ __all__ = [
     "is_hidden_cell",
     "redact_notebook",
     "removal_flags",
+    "strip_ansi",
 ]
 
 BEGIN, END = "BEGIN HIDDEN TESTS", "END HIDDEN TESTS"
@@ -61,6 +62,11 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _NAME_ONLY = re.compile(r"[A-Za-z_][\w.]*,?\)?")
 _BASE64 = re.compile(r"[A-Za-z0-9+/_-]{16,}={0,2}")
 _HEX = re.compile(r"(?:[0-9a-fA-F]{2}){8,}")
+
+
+def strip_ansi(text: str) -> str:
+    """``text`` without the terminal colour codes IPython puts in tracebacks and error names."""
+    return _ANSI.sub("", text)
 
 
 def _squeeze(text: str) -> str:
