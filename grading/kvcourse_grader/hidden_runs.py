@@ -11,7 +11,11 @@ kernel taken where the cell stands (:mod:`kvcourse_grader.snapshots`).
   in the snapshot; the harness's ``switched_off`` switches the library's reference off in the
   snapshot, ``each``, ``contained``, ``calls_on``, ``reading`` and ``attach`` make many calls
   or reads in one exchange, ``stub`` makes a stand-in there, ``kernel_object`` an object of the
-  library's there (a block pool the student's code is handed), and
+  library's there (a block pool the student's code is handed), ``kernel_copy`` private copies of
+  library modules there (a simulator the student's code runs on, called through handles, with
+  ``kept`` leaving a result there, such as a workload, rather than bringing it back),
+  ``stand_in_calls`` a student's blockwise attention under the test's own online-softmax step
+  there, and
   ``checking`` names the failed property as in the kernel. The test's code, its expected values
   and its oracles never enter a process the student's code runs in: the student's code sees only
   the arguments it is called with (so it cannot, say, read the expected value from its caller's
@@ -109,10 +113,13 @@ class RemoteHarness:
         """The harness's ``calls_on``: for a student's object, every call in one request."""
         if not isinstance(obj, Proxy):
             return local_harness.calls_on(obj, calls, after)
-        calls, data = [(name, tuple(args)) for name, args in calls], self.channel.data
-        rows = [[str(name), [data(a) for a in args]] for name, args in calls]
+        calls, data = [(c[0], tuple(c[1]), *c[2:3]) for c in calls], self.channel.data
+        rows = [
+            [str(c[0]), [data(a) for a in c[1]], *([data(list(c[2]))] if len(c) > 2 else [])]
+            for c in calls
+        ]
         answer = obj._ask("calls_on", calls=rows, after=data(list(after)))
-        for (_, args), changes in zip(calls, answer.get("changed", []), strict=False):
+        for (_, args, *_), changes in zip(calls, answer.get("changed", []), strict=False):
             for where, now in changes:
                 put_back(args[where], self.channel.value(now))
         value = self.channel.value
@@ -181,6 +188,35 @@ class RemoteHarness:
         )
         return self.channel.value(answer)
 
+    def kernel_copy(self, *names: str, share: Any = ()) -> Any:
+        """The harness's ``kernel_copy``: the private copies made in the snapshot by its private
+        harness, as a handle (``copy["kvcourse.serving"]`` is a handle to a module there)."""
+        answer = self.channel.ask(
+            "fresh_copy", names=[str(n) for n in names], share=[str(n) for n in share]
+        )
+        return self.channel.value(answer)
+
+    @staticmethod
+    def kept(function: Any, *args: Any, **kwargs: Any) -> Any:
+        """The harness's ``kept``: a function of the snapshot called there, its result left
+        there (a handle here)."""
+        if not isinstance(function, Proxy):
+            return local_harness.kept(function, *args, **kwargs)
+        return function._call(args, kwargs, keep=True)
+
+    def stand_in_calls(
+        self, function: Any, calls: Any, name: str = "online_softmax_update"
+    ) -> list:
+        """The harness's ``stand_in_calls``: every call of a student's blockwise attention under
+        the test's own online-softmax step, made in the snapshot in one exchange; what each
+        returned, its steps' keys, its reads of several blocks and whether it changed its
+        arguments come back as data."""
+        if not isinstance(function, Proxy):
+            return local_harness.stand_in_calls(function, calls, name)
+        rows = [[list(args), dict(kwargs), list(watched)] for args, kwargs, watched in calls]
+        fields = [self.channel.data(v) for v in (function, rows, str(name))]
+        return self.channel.value(self.channel.ask("harness", name="stand_in_calls", args=fields))
+
     def stub(self, answers: Any, refuse: Any = ()) -> Any:
         """The harness's ``stub``, made in the snapshot: a handle the student's code can use."""
         args = [self.channel.data(dict(answers)), self.channel.data(tuple(refuse))]
@@ -203,6 +239,9 @@ class RemoteHarness:
             "attach": self.attach,
             "stub": self.stub,
             "kernel_object": self.kernel_object,
+            "kernel_copy": self.kernel_copy,
+            "stand_in_calls": self.stand_in_calls,
+            "kept": self.kept,
             "calls_on_result": self.calls_on_result,
             "calls_on_reading": self.calls_on_reading,
             "is_subclass": self.is_subclass,

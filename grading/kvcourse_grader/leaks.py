@@ -24,11 +24,14 @@ import ast
 import base64
 import binascii
 import codecs
+import functools
 import html
+import importlib.util
 import io
 import re
 import tokenize
 from dataclasses import dataclass
+from pathlib import Path
 
 from nbformat.notebooknode import NotebookNode
 from nbformat.v4 import new_output
@@ -177,9 +180,26 @@ def hidden_text(nb: NotebookNode) -> HiddenText:
         and not _NAME_ONLY.fullmatch(line)
     }
     literals = set()
+    names = library_names()
     for code in hidden_code:
-        literals |= {text for text in _literals(_dedented(code)) if text not in visible_all}
+        found = _literals(_dedented(code))
+        # A method or attribute of the library named as a string (``("fork_sequence", ...)``
+        # for calls_on) is the library's, which the student reads and prints freely.
+        literals |= {text for text in found if text not in visible_all and text not in names}
     return HiddenText(frozenset(lines), frozenset(literals))
+
+
+@functools.cache
+def library_names() -> frozenset[str]:
+    """Every name the course library defines or reads as an attribute (``def fork_sequence``,
+    ``pool.num_used``): names a traceback through the library shows, so never a hidden test's."""
+    spec = importlib.util.find_spec("kvcourse")
+    found: set[str] = set()
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        for path in Path(folder).rglob("*.py"):
+            text = path.read_text(encoding="utf-8")
+            found |= set(re.findall(r"(?:\bdef\s+|\.)([A-Za-z_]\w*)", text))
+    return frozenset(found)
 
 
 def _dedented(code: str) -> str:

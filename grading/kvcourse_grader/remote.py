@@ -184,7 +184,13 @@ def _grader_module(name: str) -> types.ModuleType:
 
 
 def put_back(original: Any, now: Any) -> None:
-    """Make the test's list, dict or set ``original`` what the student's code left (``now``)."""
+    """Make the test's list, dict, set or tensor ``original`` what the student's code left
+    (``now``)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and type(original) is torch.Tensor and type(now) is torch.Tensor:
+        with torch.no_grad():
+            original.resize_(now.shape).copy_(now.to(original.dtype))
+        return
     if type(original) is list and type(now) is list:
         original[:] = now
     elif type(original) in (dict, set) and type(now) is type(original):
@@ -206,11 +212,16 @@ class Proxy:
         return self._channel.ask(op, h=self._number, **fields)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._call(args, kwargs, keep=False)
+
+    def _call(self, args: tuple, kwargs: dict, keep: bool) -> Any:
+        """The call in the snapshot; its result as data, or (``keep``) as a handle to it there."""
         data = self._channel.data
         answer = self._ask(
             "call",
             args=[data(a) for a in args],
             kwargs=[[k, data(v)] for k, v in kwargs.items()],
+            keep=keep,
         )
         for where, now in answer.get("changed", []):
             original = args[where] if isinstance(where, int) else kwargs.get(where)

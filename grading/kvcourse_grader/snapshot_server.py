@@ -40,7 +40,9 @@ _CONTAINERS = {list: "list", tuple: "tuple", set: "set", frozenset: "frozenset"}
 
 
 #: The harness functions a grader-side hidden cell may call here (``op: harness``).
-HARNESS_CALLS = frozenset(["reading", "attach", "stub", "calls_on_result", "calls_on_reading"])
+HARNESS_CALLS = frozenset(
+    ["reading", "attach", "stub", "calls_on_result", "calls_on_reading", "stand_in_calls"]
+)
 
 
 class ChannelError(RuntimeError):
@@ -64,6 +66,29 @@ def _numpy_value(value: Any) -> dict | None:
             "v": value.ravel().tolist(),
         }
     return None
+
+
+#: The torch dtypes a tensor may have to cross as data (by name, as ``torch.<name>``).
+TORCH_DTYPES = frozenset(
+    ["float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8"]
+    + ["bool"]
+)
+
+
+def _torch_value(value: Any) -> dict | None:
+    """A CPU tensor of exactly ``torch.Tensor`` (a subclass is a handle) as its dtype, shape and
+    bytes (base64: exact, NaN and the sign of zero included, and compact for the K/V blocks an
+    attention test hands over); None for anything else."""
+    torch = sys.modules.get("torch")
+    if torch is None or type(value) is not torch.Tensor:
+        return None
+    dtype = str(value.dtype).removeprefix("torch.")
+    if dtype not in TORCH_DTYPES or value.device.type != "cpu" or value.is_sparse:
+        return None
+    if value.numel() > MAX_ITEMS:
+        return None
+    raw = value.detach().reshape(-1).clone().view(torch.uint8).numpy().tobytes()
+    return {"t": "pt", "d": dtype, "s": list(value.shape), "v": base64.b64encode(raw).decode()}
 
 
 def _is_library(module: object) -> bool:
@@ -121,6 +146,8 @@ def encode(value: Any, handle_of: Any, depth: int = 0) -> Any:
         body = [[name, encode(v, handle_of, depth + 1)] for name, v in fields]
         return {"t": "rec", "m": kind.__module__, "q": kind.__qualname__, "v": body}
     found = _numpy_value(value)
+    if found is None:
+        found = _torch_value(value)
     return found if found is not None else handle_of(value)
 
 
@@ -160,6 +187,20 @@ def decode(data: Any, from_handle: Any) -> Any:
         if tag == "np":
             return dtype.type(complex(*body) if dtype.kind == "c" else body)
         return numpy.array(body, dtype=dtype).reshape([int(n) for n in data["s"]])
+    if tag == "pt":
+        name = str(data["d"])
+        if name not in TORCH_DTYPES:
+            raise ChannelError(f"a tensor of dtype {name!r} does not cross the channel")
+        import torch
+
+        shape, dtype = [int(n) for n in data["s"]], getattr(torch, name)
+        raw = bytearray(base64.b64decode(str(body)))
+        try:
+            if not raw:
+                return torch.empty(shape, dtype=dtype)
+            return torch.frombuffer(raw, dtype=torch.uint8).view(dtype).reshape(shape)
+        except RuntimeError as err:  # bytes that are not a tensor of that dtype and shape
+            raise ChannelError(f"a tensor that cannot be read: {err}") from None
     raise ChannelError(f"unknown tag {tag!r}")
 
 
@@ -320,10 +361,17 @@ class Snapshot:
         """The harness's ``calls_on`` in one exchange: each call, the readings after it (with the
         snapshot's private harness), and the test's lists, dicts and sets as the calls left them;
         the error that stopped the calls, as data."""
-        calls = [(str(name), [self.value(a) for a in args]) for name, args in request["calls"]]
-        after = [tuple(w) if type(w) is list else w for w in self.value(request["after"])]
-        given = [[(i, a, _contents(a)) for i, a in enumerate(args)] for _, args in calls]
-        made, error = self.run(self.harness.calls_on, target, [(n, a) for n, a in calls], after)
+
+        def readings(data: Any) -> list:  # the harness's readings: tuples, not JSON's lists
+            return [tuple(w) if type(w) is list else w for w in self.value(data)]
+
+        calls = [
+            (str(row[0]), [self.value(a) for a in row[1]], *[readings(r) for r in row[2:3]])
+            for row in request["calls"]
+        ]
+        after = readings(request["after"])
+        given = [[(i, a, _contents(a)) for i, a in enumerate(call[1])] for call in calls]
+        made, error = self.run(self.harness.calls_on, target, calls, after)
         changed = [
             [[i, self.out(a)] for i, a, before in args if _changed(a, before)] for args in given
         ]
@@ -370,6 +418,13 @@ class Snapshot:
             kwargs = {str(k): self.value(v) for k, v in request["kwargs"]}
             made = run(self.harness.kernel_object, self.owner(owner), *args, **kwargs)
             return self.handle_of(made)  # a handle even for what could cross as data
+        if op == "fresh_copy":  # the simulator a test runs the student's code on: handles
+            names = [str(name) for name in request["names"]]
+            share = [str(name) for name in request["share"]]
+            if not all(_is_library(name) for name in [*names, *share]):
+                raise ChannelError("fresh_copy copies modules of the course library only")
+            # The private harness's own work, never under a hook the student set.
+            return self.handle_of(self.harness.fresh_copy(*names, share=share))
         target = self.objects[int(request["h"])]
         if op == "is_subclass":  # a student's class against a library class, named
             return self.out(run(issubclass, target, self.owner(request["owner"])))
@@ -381,7 +436,8 @@ class Snapshot:
             # The caller's lists, dicts and sets the call changed, as it left them: a test checks
             # that the student's code leaves them alone (or changes them as it should).
             changed = [[k, self.out(v)] for k, v, before in given if _changed(v, before)]
-            return {"result": self.out(result), "changed": changed}
+            kept = self.handle_of(result) if request.get("keep") else self.out(result)
+            return {"result": kept, "changed": changed}
         if op == "each":
             rows = [[self.value(a) for a in row] for row in request["args"]]
             return self.out(run(lambda: [target(*row) for row in rows]))
@@ -444,12 +500,15 @@ def _library_name(value: Any) -> tuple[str, str] | None:
 
 
 def _contents(value: Any) -> Any:
-    """What a list, dict or set of the test's holds before a call (None for anything else)."""
+    """What a list, dict, set or tensor of the test's holds before a call (None for anything
+    else)."""
     kind = type(value)
     if kind is list:
         return list(value)
     if kind is dict:
         return list(value.items())
+    if _torch_value(value) is not None and value.numel() <= MAX_ITEMS // 4:
+        return value.detach().clone()
     return set(value) if kind is set else None
 
 
@@ -458,6 +517,11 @@ def _changed(value: Any, before: Any) -> bool:
     (``is``), so no code of the student's runs to tell."""
     if before is None:
         return False
+    torch = sys.modules.get("torch")
+    if torch is not None and type(before) is torch.Tensor:  # the values, NaN equal to NaN
+        if value.shape != before.shape or value.dtype != before.dtype:
+            return True
+        return not torch.allclose(value, before, rtol=0, atol=0, equal_nan=True)
     if type(value) is set:
         return len(value) != len(before) or not all(map(before.__contains__, value))
     now = list(value.items()) if type(value) is dict else value

@@ -10,6 +10,7 @@ the samples of a0_kv_sizing; these show what this assignment's tests add: parts 
 each other, and a library that must not stand in for the student's code.
 """
 
+from kvcourse_grader.leak_samples import leak_samples
 from kvcourse_grader.samples import (
     COPY_TOOLS,
     FORGE_SCORE,
@@ -732,3 +733,8 @@ SAMPLES = {
         passes=(),
     ),
 }
+# A correct student who stashes the frames that call online_softmax_update and prints them,
+# base64-encoded: the hidden tests call it from the grader, so no frame of theirs is there.
+SAMPLES["leaks_callers"] = leak_samples(
+    "online_softmax_update", "blockwise_attention", "online_softmax_update"
+)["leaks_callers"]

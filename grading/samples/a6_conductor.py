@@ -403,8 +403,9 @@ SAMPLES = {
     ),
 }
 
-# Students who read the hidden tests while they run; here the tests run in the grader (all but
-# the simulator's, whose student code only places requests, in a copy of the kernel).
+# Students who read the hidden tests while they run; here the tests run in the grader (the
+# simulator runs in a copy of the kernel, on a private copy of the library, and only its counts
+# come back).
 # (Not the tracer: a trace function on every call of the cluster simulation runs past its cell's
 # time limit, so that student would lose points for being slow, which shows nothing.)
 LEAKS = leak_samples("storage", "replicating", "kv_bytes_per_token")

@@ -5,6 +5,7 @@ notebooks."""
 from __future__ import annotations
 
 import ast
+import importlib
 import sys
 import types
 from pathlib import Path
@@ -284,6 +285,47 @@ def test_stand_in_counts_the_walk_and_computes_the_state(stand_in):
     assert keys == [10] and "online_softmax_update" not in namespace  # absent again
 
 
+GATHERING = (
+    WALK
+    + """
+
+def reads(scores, values, table, gather=False, mutate=False):
+    if gather:
+        values[list(table)]  # two blocks read at once: a copy of both
+    if mutate:
+        table.append(99)
+    return walk(scores, values, 4)
+"""
+)
+
+
+@pytest.mark.parametrize("private", [False, True], ids=["library", "private"])
+def test_stand_in_calls_note_each_calls_steps_gathers_and_changes(private):
+    import torch
+
+    from kvcourse.assignment_checks.harness import stand_in_calls
+
+    stand_in_calls = private_harness().stand_in_calls if private else stand_in_calls
+    namespace: dict = {"online_softmax_update": "the student's"}
+    exec(GATHERING, namespace)
+    gen = torch.Generator().manual_seed(0)
+    scores = torch.randn(3, 10, generator=gen, dtype=torch.float64)
+    values = torch.randn(3, 10, 5, generator=gen, dtype=torch.float64)
+    expected = torch.einsum("hl,hld->hd", torch.softmax(scores, dim=-1), values)
+    table = [0, 1]
+    args = (scores, values, table)
+    plain, gathered, mutated = stand_in_calls(
+        namespace["reads"],
+        [(args, {}, ()), (args, {"gather": True}, (1,)), (args, {"mutate": True}, ())],
+    )
+    got, keys, gathers, unchanged = plain
+    assert keys == [4, 4, 2] and gathers == [] and unchanged
+    assert float((got - expected).abs().max()) < 1e-12
+    assert gathered[1:] == ([4, 4, 2], [(2, 10, 5)], True)  # the read of blocks 0 and 1 at once
+    assert mutated[3] is False and table == [0, 1, 99]
+    assert namespace["online_softmax_update"] == "the student's"  # put back
+
+
 def test_module_of_finds_where_the_library_keeps_a_name():
     assert checks.module_of(kvcourse.sizing.kv_bytes_per_token) is kvcourse.sizing
 
@@ -325,6 +367,27 @@ def test_fresh_copy_shares_what_it_is_told_to(fresh_copy):
     alone = fresh_copy("kvcourse.sizing")
     assert alone["kvcourse.sizing"].ModelSpec is alone["kvcourse.specs"].ModelSpec
     assert alone["kvcourse.specs"].ModelSpec is not kvcourse.specs.ModelSpec
+
+
+@pytest.mark.parametrize("fresh_copy", FRESH_COPIES)
+@pytest.mark.parametrize("loaded", [True, False], ids=["loaded", "not-loaded"])
+def test_fresh_copy_of_a_named_checks_module_leaves_its_package_alone(fresh_copy, loaded):
+    """A module of kvcourse.assignment_checks (kept otherwise) is copied when named, and the
+    kernel's package keeps its own (or none) under that name."""
+    fresh_copy = fresh_copy or private_harness().fresh_copy
+    import kvcourse.assignment_checks as package
+
+    name = "kvcourse.assignment_checks.preemption_runs"
+    if loaded:
+        importlib.import_module(name)
+    else:
+        sys.modules.pop(name, None)
+        vars(package).pop("preemption_runs", None)
+    modules, attributes = dict(sys.modules), dict(vars(package))
+    copies = fresh_copy(name)
+    assert dict(sys.modules) == modules and dict(vars(package)) == attributes
+    assert copies[name] is not sys.modules.get(name) and callable(copies[name].probe_runs)
+    assert "kvcourse.assignment_checks.harness" not in copies  # the rest of the package is kept
 
 
 @pytest.mark.parametrize("fresh_copy", FRESH_COPIES)
@@ -442,6 +505,29 @@ def test_each_contained_and_calls_on_in_the_kernel():
     assert [m[0] for m in made] == [5, 4] and isinstance(error, IndexError)
     with pytest.raises(ValueError, match="a reading is"):
         calls_on(items, [("append", (1,))], after=[3])
+
+
+def test_calls_on_reads_each_state_as_it_was_right_after_its_call():
+    """An object that hands out the list it keeps (and changes it later) is read as it was after
+    each call; a call may carry its own readings."""
+    from kvcourse.assignment_checks.harness import calls_on
+
+    class Keeper:
+        def __init__(self):
+            self.mine = []
+
+        def add(self, item):
+            self.mine.append(item)
+            return self.mine
+
+        def table(self):
+            return self.mine
+
+    keeper = Keeper()
+    calls = [("add", (1,)), ("add", (2,), [("call", "table"), "mine"])]
+    made, error = calls_on(keeper, calls, after=[("call", "table")])
+    assert error is None
+    assert made == [([1], [[1]]), ([1, 2], [[1, 2], [1, 2]])]
 
 
 class _Node:

@@ -49,14 +49,21 @@ def test_the_import_is_found_only_inside_hidden_regions():
 
 
 def test_the_replacement_is_the_harness_file_itself():
-    """The harness file as it is, with its import of copy_watch replaced by that file's text."""
-    with open(kvcourse.assignment_checks.harness.__file__, encoding="utf-8") as handle:
-        harness = handle.read()
-    with open(kvcourse.assignment_checks.copy_watch.__file__, encoding="utf-8") as handle:
-        watch = handle.read().replace("from __future__ import annotations\n", "")
-    head, _, rest = harness.partition("from kvcourse.assignment_checks.copy_watch import (")
-    after = rest.partition("\n)\n")[2]
-    assert harness_source() == head + watch.rstrip("\n") + "\n" + after
+    """The harness file as it is, with its imports of copy_watch and stand_ins replaced by those
+    files' text."""
+    import kvcourse.assignment_checks.stand_ins
+
+    def text(module):
+        with open(module.__file__, encoding="utf-8") as handle:
+            return handle.read()
+
+    checks = kvcourse.assignment_checks
+    harness = text(checks.harness)
+    for module in (checks.copy_watch, checks.stand_ins):
+        inlined = text(module).replace("from __future__ import annotations\n", "")
+        head, _, rest = harness.partition(f"from {module.__name__} import (")
+        harness = head + inlined.rstrip("\n") + "\n" + rest.partition("\n)\n")[2]
+    assert harness_source() == harness
     replaced = with_private_harness(HIDDEN)
     assert "from kvcourse.assignment_checks.harness import module_of" not in replaced.split("\n")
     assert repr(harness_source()) in replaced

@@ -44,6 +44,18 @@ def test_hidden_pieces_are_its_lines_and_literals_seen_nowhere_else():
     assert not {"switched_off,", "calls_on_result,"} & hidden.lines
 
 
+def test_a_library_name_in_a_string_is_no_hidden_piece():
+    """A hidden test that names a library method as a string (``calls_on``'s calls) shows
+    nothing a traceback through the library does not show too."""
+    nb = notebook()
+    nb.cells[3].source = nb.cells[3].source.replace(
+        "### END", 'calls = [("fork_sequence", (0, 1)), ("free_sequence", (0,))]\n### END'
+    )
+    literals = leaks.hidden_text(nb).literals
+    assert "fork_sequence" in leaks.library_names()
+    assert not {"fork_sequence", "free_sequence"} & literals and "196608" in literals
+
+
 def test_disguises_are_seen_through():
     hidden = leaks.hidden_text(notebook())
     line = "assert share(7) == expected_share"

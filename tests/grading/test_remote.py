@@ -405,3 +405,192 @@ def test_a_hidden_cell_that_runs_in_its_snapshot(snapshot):
     assert errors(run(failing, in_snapshot=True)) == [("PropertyFailed", "areas of other shapes")]
     warned = run("import sys\nsys.stderr.write('careful')\n", in_snapshot=True)
     assert warned == [{"output_type": "stream", "name": "stderr", "text": "careful"}]
+
+
+TAMPERED = (
+    STUDENT
+    + """
+import kvcourse.blocks.buddy
+
+kvcourse.blocks.buddy.binary_decomposition = lambda n: [(0, n)]  # the kernel's library changed
+
+
+def roots_of(decompose, num_slots):  # the student's code, handed a function of the copy
+    return decompose(num_slots)
+
+
+def kernel_roots(num_slots):
+    return kvcourse.blocks.buddy.binary_decomposition(num_slots)
+"""
+)
+
+
+def test_a_simulator_copied_in_the_snapshot_runs_there_and_only_its_results_cross(snapshot):
+    run, _ = snapshot
+    outputs = run(
+        """
+from kvcourse.assignment_checks.harness import kernel_copy, kept
+
+copy = kernel_copy("kvcourse.blocks")
+buddy = copy["kvcourse.blocks.buddy"]
+assert type(buddy).__name__ == "Proxy", type(buddy)  # a module of the snapshot, by handle
+assert buddy.binary_decomposition(12) == [(0, 8), (8, 4)]  # the copy is as its source says
+assert roots_of(buddy.binary_decomposition, 12) == [(0, 8), (8, 4)]
+assert kernel_roots(12) == [(0, 12)]  # the kernel's own library, as the student left it
+pool = kept(copy.blocks.BlockPool, 6, 4)
+assert type(pool).__name__ == "Proxy" and pool.num_free == 6
+assert kept(len, [1, 2]) == 2  # a function of the grader's own is just called
+try:
+    kernel_copy("os")
+except Exception as err:
+    assert "course library" in str(err), err
+else:
+    raise AssertionError("copied a module outside the course library")
+print("all good")
+""",
+        student=TAMPERED,
+    )
+    assert errors(outputs) == []
+    assert outputs[0]["text"] == "all good\n"
+
+
+def test_tensors_cross_as_their_values_and_a_subclass_as_a_handle():
+    import torch
+
+    handles = []
+
+    def handle_of(value):
+        handles.append(value)
+        return {"t": "h", "v": len(handles), "n": type(value).__name__}
+
+    odd = torch.tensor([[0.1, -0.0], [float("nan"), float("inf")]], dtype=torch.float64)
+    back = decode(encode(odd, handle_of), None)
+    assert back.dtype == torch.float64 and back.shape == (2, 2)
+    assert torch.allclose(back, odd, rtol=0, atol=0, equal_nan=True)
+    assert str(back[0, 1].item()) == "-0.0"  # the sign of zero crosses too
+    for tensor in [
+        torch.arange(6, dtype=torch.int64).reshape(3, 2, 1),
+        torch.tensor(2.5, dtype=torch.float32),
+        torch.tensor([True, False]),
+        torch.zeros(0, 4, dtype=torch.float16),
+    ]:
+        back = decode(encode(tensor, handle_of), None)
+        assert back.dtype == tensor.dtype and torch.equal(back, tensor)
+
+    class Mine(torch.Tensor):
+        pass
+
+    assert encode(torch.zeros(2).as_subclass(Mine), handle_of)["t"] == "h"
+    assert encode(torch.zeros(2, dtype=torch.complex64), handle_of)["t"] == "h"
+    with pytest.raises(ChannelError):
+        decode({"t": "pt", "d": "complex64", "s": [1], "v": ""}, None)
+    with pytest.raises(ChannelError):  # three bytes are no float64
+        decode({"t": "pt", "d": "float64", "s": [1], "v": "AAAA"}, None)
+
+
+TENSORS = (
+    STUDENT
+    + """
+import torch
+
+
+def scaled(x, factor):
+    return x * factor, x.sum()
+
+
+def scales_in_place(x, factor):
+    x.mul_(factor)
+    return None
+"""
+)
+
+
+def test_a_students_function_of_tensors_and_what_it_did_to_them(snapshot):
+    run, _ = snapshot
+    outputs = run(
+        """
+import torch
+
+x = torch.tensor([1.0, 2.0, float("nan")], dtype=torch.float64)
+product, total = scaled(x, 3.0)
+assert type(product) is torch.Tensor and product.dtype == torch.float64
+assert torch.allclose(product, x * 3, equal_nan=True) and torch.isnan(total)
+assert torch.equal(x[:2], torch.tensor([1.0, 2.0], dtype=torch.float64))  # left as it was
+scales_in_place(x, 2.0)  # changed in the snapshot: the test's own tensor is changed too
+assert torch.equal(x[:2], torch.tensor([2.0, 4.0], dtype=torch.float64)), x
+print("all good")
+""",
+        student=TENSORS,
+    )
+    assert errors(outputs) == []
+    assert outputs[0]["text"] == "all good\n"
+
+
+ATTENTION = (
+    STUDENT
+    + '''
+import math
+
+import torch
+
+
+def online_softmax_update(*state):
+    raise NotImplementedError  # the tests' own step stands in for it
+
+
+def blockwise(scores, values, table, block):
+    """Folds the keys in blocks of ``block``; reads the blocks of ``table`` all at once first."""
+    values[list(table)]
+    heads = scores.shape[0]
+    state = (
+        torch.full((heads,), -math.inf, dtype=torch.float64),
+        torch.zeros(heads, dtype=torch.float64),
+        torch.zeros(heads, values.shape[-1], dtype=torch.float64),
+    )
+    for i in range(0, scores.shape[1], block):
+        state = online_softmax_update(*state, scores[:, i : i + block], values[:, i : i + block])
+    table.append(-1)
+    return state[2] / state[1][:, None]
+'''
+)
+
+
+def test_a_students_attention_runs_under_the_tests_step_in_the_snapshot(snapshot):
+    run, _ = snapshot
+    outputs = run(
+        """
+import torch
+from kvcourse.assignment_checks.harness import stand_in_calls
+
+gen = torch.Generator().manual_seed(0)
+scores = torch.randn(2, 6, generator=gen, dtype=torch.float64)
+values = torch.randn(2, 6, 3, generator=gen, dtype=torch.float64)
+expected = torch.einsum("hl,hld->hd", torch.softmax(scores, dim=-1), values)
+table = [0, 1]
+call = ((scores, values, table, 4), {}, (1,))
+((got, keys, gathers, unchanged),) = stand_in_calls(blockwise, [call])
+assert type(got) is torch.Tensor and float((got - expected).abs().max()) < 1e-12
+assert keys == [4, 2] and gathers == [(2, 6, 3)]
+assert unchanged is False and table == [0, 1]  # the snapshot's copy of the table was changed
+print("all good")
+""",
+        student=ATTENTION,
+    )
+    assert errors(outputs) == []
+    assert outputs[0]["text"] == "all good\n"
+
+
+def test_each_call_may_carry_its_own_readings(snapshot):
+    run, _ = snapshot
+    outputs = run(
+        """
+from kvcourse.assignment_checks.harness import calls_on
+
+bag = Bag()
+made, error = calls_on(bag, [("add", (1,)), ("add", (2,), ["len", ("in", [2, 3])])], [("in", [1])])
+assert error is None and [readings for _, readings in made] == [[[True]], [2, [True, False]]], made
+print("all good")
+"""
+    )
+    assert errors(outputs) == []
+    assert outputs[0]["text"] == "all good\n"

@@ -23,6 +23,7 @@ from grading_course import (
 )
 
 from kvcourse_grader.hidden_harness import HARNESS_MODULE, harness_imports
+from kvcourse_grader.hidden_runs import GRADER_SIDE
 from kvcourse_grader.samples import grade_points
 
 
@@ -137,7 +138,27 @@ def test_cells_name_the_library_at_package_level(assignment):
 #: What only the harness may do: switch functions off, watch calls, build module copies.
 HARNESS_PRIMITIVES = ("setprofile", "settrace", "__code__", "spec_from_file_location", "meta_path")
 #: Names of the harness's own functions, and of the copies hidden cells used to carry.
-HARNESS_NAMES = {"switched_off", "library_switched_off", "fresh_copy", "stand_in", "module_of"}
+HARNESS_NAMES = {
+    "switched_off",
+    "library_switched_off",
+    "fresh_copy",
+    "kernel_copy",
+    "stand_in",
+    "stand_in_calls",
+    "module_of",
+}
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_every_hidden_cell_runs_in_the_grader(assignment):
+    """A hidden cell that ran in the snapshot would put its expected values in the process the
+    student's code runs in, where a function could read them from its caller and return them:
+    every hidden cell of the course runs in the grader (the grader-side line right after the
+    region starts)."""
+    source = notebook(ROOT, "solutions", assignment)
+    for cell in graded_cells(source, hidden=True):
+        region = cell.source.split("### BEGIN HIDDEN TESTS\n", 1)[1]
+        assert region.startswith(GRADER_SIDE + "\n"), cell.metadata["nbgrader"]["grade_id"]
 
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)

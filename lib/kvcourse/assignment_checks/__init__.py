@@ -11,7 +11,8 @@ checks it makes.
 * :mod:`kvcourse.assignment_checks.readers`: a student's allocator, block table or block manager
   as plain ints;
 * :mod:`kvcourse.assignment_checks.buddy`: a1's checks of a buddy allocator (an alloc, a free,
-  a refused free and the free blocks each must leave) and of Part 6's simulator run;
+  a refused free and the free blocks each must leave) and of Part 6's simulator run, and an arena
+  of any size as one student allocator per root;
 * :mod:`kvcourse.assignment_checks.paging`: a2's checks of a block table (its state, append,
   slot_of), random paged K/V with the gathered-attention reference, and the tiny transformer
   decoding on a fresh copy of the paged cache beside a contiguous one;
@@ -20,6 +21,9 @@ checks it makes.
   with given parents, on a fresh copy of the sharing cache;
 * :mod:`kvcourse.assignment_checks.schedulers`: a4's scheduler runs as letters and counters, and
   a student's scheduler with one of its hooks beside the library's others;
+* :mod:`kvcourse.assignment_checks.preemption_runs`: a4's hidden tests' runs of a student's
+  scheduler (the tests' own hooks beside the one tested), recorded as plain values where the
+  student's code runs, for tests that judge them in the grader;
 * :mod:`kvcourse.assignment_checks.prefix_cache`: a5's prefix cache read as plain values (the
   blocks it holds, its len and evictions) against the worked answers;
 * :mod:`kvcourse.assignment_checks.conductor`: a6's Conductor decisions as plain values;

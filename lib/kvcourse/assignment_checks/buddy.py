@@ -6,7 +6,9 @@ the values the cell gives, so that a test cell reads as the checks it makes.
   :func:`expect_state`: one call, and what it must return, raise or leave free;
 * :func:`free_works`: whether ``free`` works yet (Part 2's tests run before Part 3 is written);
 * :func:`expect_tokens`, :func:`simulate_oracle` and :func:`expect_shares`: Part 6's run of the
-  simulator on the student's allocator, and its shares beside the library's.
+  simulator on the student's allocator, and its shares beside the library's;
+* :class:`PerRootArena`: an arena of any size (the A100's 12,596 slots) as one of the student's
+  allocators per power-of-two root, for Part 6's hidden run.
 
 Each helper takes the expected values and the hint from the cell, runs student code only through
 the objects it is given, and compares plain values only. Only the visible cells use these: a
@@ -26,6 +28,7 @@ from kvcourse.assignment_checks.values import as_int_or_none, expect_equal, expe
 
 __all__ = [
     "OracleRun",
+    "PerRootArena",
     "expect_alloc",
     "expect_free",
     "expect_refused_free",
@@ -183,3 +186,50 @@ def expect_shares(
                 f"{what}: the {kind} share is {float(got[kind]):.6f}; with the library's buddy "
                 f"allocator it is {share:.6f}. Hint: {hint}"
             )
+
+
+class PerRootArena:
+    """An arena of ``num_slots`` slots (any size) made of one ``allocator(size)`` per root block of
+    :func:`~kvcourse.blocks.buddy.binary_decomposition` (12,596 slots: roots of 8192, 4096, 256,
+    32, 16 and 4), for a student's allocator that manages one power-of-two arena.
+
+    A request goes to the smallest free block that fits it across every root, the lowest offset
+    among equals, which is the block the library's buddy allocator over the whole arena takes;
+    offsets are the arena's own (a root's offset plus the offset in it)."""
+
+    def __init__(self, allocator: Callable[[int], object], num_slots: int) -> None:
+        # The roots worked out here: the tests switch the library's buddy module off around this.
+        sizes = [1 << bit for bit in range(int(num_slots).bit_length() - 1, -1, -1)]
+        sizes = [size for size in sizes if num_slots & size]
+        starts = [sum(sizes[:i]) for i in range(len(sizes))]
+        self.parts = [(start, allocator(size)) for start, size in zip(starts, sizes, strict=True)]
+
+    def alloc(self, num_slots: int) -> int | None:
+        """The offset of a run of at least ``num_slots`` slots, or None when no root has one."""
+        fits = [
+            (int(size), start + int(offset), start, part)
+            for start, part in self.parts
+            for offset, size in part.free_blocks()
+            if size >= num_slots
+        ]
+        if not fits:
+            return None
+        _, _, start, part = min(fits, key=lambda fit: fit[:2])
+        return start + int(part.alloc(num_slots))
+
+    def free(self, offset: int) -> None:
+        """Free the run at ``offset``, in the root it lies in."""
+        start, part = max(((s, p) for s, p in self.parts if s <= offset), key=lambda sp: sp[0])
+        part.free(offset - start)
+
+    def free_slots(self) -> int:
+        """The free slots of every root."""
+        return sum(int(part.free_slots()) for _, part in self.parts)
+
+    def free_blocks(self) -> list[tuple[int, int]]:
+        """Every root's free blocks as ``(offset, size)`` in the arena, sorted by offset."""
+        return sorted(
+            (start + int(offset), int(size))
+            for start, part in self.parts
+            for offset, size in part.free_blocks()
+        )

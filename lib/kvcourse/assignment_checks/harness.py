@@ -6,7 +6,9 @@ copies of library modules that nothing done in the kernel has touched.
   so do *copies* of them (:mod:`~kvcourse.assignment_checks.copy_watch`);
 * :func:`fresh_copy`: private copies of library modules compiled from their source files (a
   simulator the student's class is run on, whatever the kernel did to the library);
-* :func:`stand_in`: the test's own online-softmax step inside a student's blockwise attention;
+* :func:`stand_in`: the test's own online-softmax step inside a student's blockwise attention
+  (:mod:`~kvcourse.assignment_checks.stand_ins`; :func:`stand_in_calls` makes many calls under
+  it, and notes reads of several K/V blocks at once);
 * :func:`module_of`: the module that defines a library object, wherever the library keeps it;
 * :func:`checking`: names, in words, the property the checks inside it test, so that a failed
   hidden test tells the student which property failed and nothing else (:class:`PropertyFailed`);
@@ -16,14 +18,16 @@ copies of library modules that nothing done in the kernel has touched.
   :func:`attach`, :func:`stub`, :func:`kernel_object`, :func:`calls_on_result` and
   :func:`calls_on_reading` plant a node, hand over a stand-in or a library object, or change what
   the student's code handed out where it keeps it (one exchange each for a hidden test that runs
-  in the grader, :mod:`kvcourse_grader.remote`).
+  in the grader, :mod:`kvcourse_grader.remote`); :func:`kernel_copy` and :func:`kept` run a
+  simulator where the student's code is, so that only its results cross to such a test.
 
 Visible and hidden test cells use this one module. A visible cell imports it like any other. A
 hidden cell imports it too (``from kvcourse.assignment_checks.harness import ...``), but at
 autograde the grader replaces that import with a private instance of this file, compiled from the
 grading machine's copy: whatever the student's code did to the kernel's modules, the hidden tests
 run the harness as written here. So this module imports nothing but the standard library (torch
-only inside :func:`stand_in`), and a test holds it to that.
+only inside :func:`stand_in`), and a test holds it to that; the private copy inlines the two
+modules of the course library it imports (``copy_watch`` and ``stand_ins``).
 """
 
 from __future__ import annotations
@@ -45,6 +49,10 @@ from kvcourse.assignment_checks.copy_watch import (  # private copies inline the
     CopySweep,
     code_fingerprint,  # noqa: F401
     refusal_code,
+)
+from kvcourse.assignment_checks.stand_ins import (  # private copies inline it too
+    stand_in,  # noqa: F401 - the harness's, for the hidden cells
+    stand_in_calls,  # noqa: F401
 )
 
 
@@ -100,17 +108,17 @@ def switched_off(*owners: object, reference: str, watch: bool = False) -> Iterat
     owners_modules = {f.__globals__.get("__name__") for f in functions}
     sweep = CopySweep(saved, owners_modules, reference) if watch else None
     armed, unarmed = [], []  # (copy, its code, its stand-in); names of copies that refused one
-    for f, stand_in in sweep.find(set(functions)) if sweep else ():
+    for f, refuser in sweep.find(set(functions)) if sweep else ():
         try:
-            armed.append((f, f.__code__, stand_in))
-            f.__code__ = stand_in
+            armed.append((f, f.__code__, refuser))
+            f.__code__ = refuser
         except ValueError:  # a closure the stand-in cannot take: the block fails instead
             unarmed.append(armed.pop()[0].__name__)
     try:
         yield
     finally:
         kept = all(f.__code__ is refusal for f in functions)
-        kept = kept and all(f.__code__ is stand_in for f, _, stand_in in armed)
+        kept = kept and all(f.__code__ is refuser for f, _, refuser in armed)
         for f, code, _ in armed:
             f.__code__ = code
         for f, code in zip(functions, saved, strict=True):
@@ -275,6 +283,20 @@ def kernel_object(cls: type, *args: object, **kwargs: object) -> Any:
     return cls(*args, **kwargs)
 
 
+def kernel_copy(*names: str, share: Iterable[str] = ()) -> FreshCopy:
+    """:func:`fresh_copy`, made where the student's code runs: the simulator a test runs the
+    student's class on. A test in the grader gets the copy made in the student's kernel and holds
+    handles to its modules; the simulation runs there, and only what it returns crosses."""
+    return fresh_copy(*names, share=share)
+
+
+def kept(function: Callable, *args: object, **kwargs: object) -> Any:
+    """``function(*args, **kwargs)``, a function of the library or of the student's, whose result
+    stays where the student's code runs: a test in the grader holds a handle to it (a workload of
+    thousands of requests, handed back to a simulation there) instead of a copy."""
+    return function(*args, **kwargs)
+
+
 def attach(parent: object, attribute: str, key: object, child: object) -> None:
     """``getattr(parent, attribute)[key] = child``: a test that plants a student's tree by hand
     hangs a node under its parent (one exchange when the test runs in the grader)."""
@@ -282,26 +304,41 @@ def attach(parent: object, attribute: str, key: object, child: object) -> None:
 
 
 def calls_on(
-    obj: object, calls: Iterable[tuple[str, tuple]], after: Iterable[object] = ()
+    obj: object, calls: Iterable[tuple], after: Iterable[object] = ()
 ) -> tuple[list[tuple[Any, list]], Exception | None]:
     """Call ``obj``'s methods in order, each ``(name, args)`` of ``calls``, and after each call take
-    the readings ``after`` of ``obj`` (:func:`reading`). Returns the calls made, each as
-    ``(result, readings)``, and the error that stopped them (None when every call was made): the
-    test raises it where it checks that call, so a failure names the same property as a call
-    made there would. The arguments are the test's own objects: a call that changes one changes
-    it."""
+    the readings ``after`` of ``obj`` (:func:`reading`), or the call's own, ``(name, args,
+    readings)`` (a sequence added by the call is read after it, and a freed one no longer).
+    Returns the calls made, each as ``(result, readings)``, and the error that stopped them (None
+    when every call was made): the test raises it where it checks that call, so a failure names
+    the same property as a call made there would. Results and readings are taken as they are
+    right after their call (:func:`_as_now`). The arguments are the test's own objects: a call
+    that changes one changes it."""
     after = list(after)
-    for what in after:
+    calls = [(call[0], call[1], list(call[2]) if len(call) > 2 else after) for call in calls]
+    for what in [after, *(readings for _, _, readings in calls)]:
         if not _is_reading(what):
             raise ValueError(f"a reading is {READINGS}, not {what!r}")
     made: list[tuple[Any, list]] = []
-    for name, args in calls:
+    for name, args, readings in calls:
         try:
             result = getattr(obj, name)(*args)
-            made.append((result, [reading(obj, what) for what in after]))
+            made.append((_as_now(result), [_as_now(reading(obj, what)) for what in readings]))
         except Exception as err:
             return made, err
     return made, None
+
+
+def _as_now(value: Any) -> Any:
+    """``value`` as it is now: the lists, tuples, dicts and sets in it (exactly those types, so no
+    student code runs) copied, so that a list the student's object keeps and changes later (its
+    own table, handed out) is read as it was after this call."""
+    kind = type(value)
+    if kind in (list, tuple):
+        return kind(_as_now(v) for v in value)
+    if kind is dict:
+        return {k: _as_now(v) for k, v in value.items()}
+    return set(value) if kind is set else value
 
 
 def calls_on_result(function: Callable, args: Iterable[object], calls: Iterable[tuple]) -> int:
@@ -332,47 +369,6 @@ def module_of(obj: object) -> types.ModuleType:
     """The module that defines ``obj`` (a class or function of the library), wherever the library
     keeps it: ``module_of(kvcourse.blocks.BuddyAllocator)``."""
     return sys.modules[obj.__module__]
-
-
-@contextlib.contextmanager
-def stand_in(function: Callable, name: str = "online_softmax_update") -> Iterator[list[int]]:
-    """While the block runs, ``function`` (blockwise attention) calls the test's own online-softmax
-    step as ``name``: it checks that each call gets the state the one before returned (the start
-    state first), computes the state from its definition over the blocks so far (``scores [H, b]``,
-    ``values [H, b, D]``) and appends ``b`` to the list it yields."""
-    import torch  # only the attention tests use this helper
-
-    namespace, keys, seen, last = function.__globals__, [], [], []
-
-    def update(running_max, running_sum, acc, scores, values):
-        call = f"{function.__name__}'s call {len(keys) + 1} of {name}"
-        heads, count = scores.shape
-        assert values.shape == (heads, count, acc.shape[-1]), (
-            f"{call}: expected values of shape [heads, keys, head_dim] = "
-            f"{[heads, count, acc.shape[-1]]}, got {list(values.shape)}. Hint: heads first."
-        )
-        state = (running_max, running_sum, acc)
-        before = last or (running_max, torch.zeros_like(running_sum), torch.zeros_like(acc))
-        pairs = zip(state, before, strict=True)  # NaN counts as equal to NaN
-        assert all(a.shape == b.shape and a.allclose(b, 0, 0, True) for a, b in pairs), (
-            f"{call}: got a running state that is not "
-            + ("the one the call before returned" if last else "the start state (sum and acc 0)")
-            + ". Hint: start from (-inf, 0, 0) and pass each call's result on to the next block."
-        )
-        keys.append(int(count))
-        seen.append((scores.clone(), values.clone()))
-        s, v = (torch.cat([x[i] for x in seen], dim=1) for i in (0, 1))
-        weights = torch.exp(s - s.amax(dim=-1, keepdim=True))
-        last[:] = s.amax(dim=-1), weights.sum(dim=-1), torch.einsum("hb,hbd->hd", weights, v)
-        return tuple(x.clone() for x in last)
-
-    saved = namespace.pop(name, None)
-    namespace[name] = update
-    try:
-        yield keys
-    finally:
-        namespace.pop(name)
-        namespace.update({} if saved is None else {name: saved})
 
 
 # ------------------------------------------------------------------------------------ fresh copies
@@ -443,18 +439,21 @@ def fresh_copy(*names: str, share: Iterable[str] = ()) -> FreshCopy:
     """Private copies of library modules, run from their source files.
 
     Copies the modules ``names`` (a package with every module below it) and every library module
-    they import, except those under ``share`` (and :mod:`kvcourse.assignment_checks`), which stay
-    the kernel's own: ``fresh_copy("kvcourse.serving", "kvcourse.workloads")`` is a simulator, with
-    the allocators, sizes and request generators it imports, as the source files say, whatever
-    was done to the library in this kernel. The copies import each other; the kernel's modules are
-    left exactly as they were (``sys.modules`` and the ``kvcourse`` package's attributes included).
+    they import, except those under ``share`` (and :mod:`kvcourse.assignment_checks`, unless a
+    module of it is named), which stay the kernel's own: ``fresh_copy("kvcourse.serving",
+    "kvcourse.workloads")`` is a simulator, with the allocators, sizes and request generators it
+    imports, as the source files say, whatever was done to the library in this kernel. The copies
+    import each other; the kernel's modules are left exactly as they were (``sys.modules`` and
+    the packages' attributes included).
     """
 
     keep = ("kvcourse.assignment_checks", *share)
+    asked = frozenset(names)
 
     def copied(name: str) -> bool:
-        return name.startswith("kvcourse.") and not any(
-            name == k or name.startswith(k + ".") for k in keep
+        return name in asked or (
+            name.startswith("kvcourse.")
+            and not any(name == k or name.startswith(k + ".") for k in keep)
         )
 
     for name in keep:  # loaded first, so that their own imports are the kernel's modules
@@ -481,5 +480,10 @@ def fresh_copy(*names: str, share: Iterable[str] = ()) -> FreshCopy:
         for attr, value in list(vars(top).items()):
             if id(value) in made:
                 setattr(top, attr, before[attr]) if attr in before else delattr(top, attr)
+        for name in copies:  # a named module below a kept package: the package's attribute
+            package, _, attr = name.rpartition(".")
+            parent = sys.modules.get(package)
+            if parent is not top and id(getattr(parent, attr, None)) in made:
+                setattr(parent, attr, saved[name]) if name in saved else delattr(parent, attr)
     _FRESH_GLOBALS.update((name, vars(module)) for name, module in copies.items())
     return FreshCopy(copies)
