@@ -19,10 +19,18 @@ from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPrep
 from nbgrader.preprocessors import (
     AssignLatePenalties,
     CheckCellMetadata,
+    ClearHiddenTests,
+    ClearMarkScheme,
+    ClearOutput,
+    ComputeChecksums,
     GetGrades,
     IgnorePattern,
+    IncludeHeaderFooter,
+    InstantiateTests,
     LimitOutput,
+    LockCells,
     SaveAutoGrades,
+    SaveCells,
 )
 
 from kvcourse_grader.feedback_page import (
@@ -33,6 +41,7 @@ from kvcourse_grader.feedback_page import (
     template_dirs,
 )
 from kvcourse_grader.preprocessors import DisablePartialCredit, RedactHiddenTests, RobustExecute
+from kvcourse_grader.stubs import NamedStubs
 
 c = get_config()  # noqa: F821 -- injected by traitlets when it executes this file
 
@@ -48,6 +57,24 @@ c.CourseDirectory.submitted_directory = "grading/submitted"
 c.CourseDirectory.autograded_directory = "grading/autograded"
 c.CourseDirectory.feedback_directory = "grading/feedback"
 c.CourseDirectory.db_url = f"sqlite:///{GRADING / 'gradebook.db'}"
+
+# --- release ---------------------------------------------------------------------------------
+# nbgrader's own list, with ClearSolutions replaced by NamedStubs: the stub a student finds in a
+# method says which method it is ("write MyBlockTable.append here").
+c.GenerateAssignment.preprocessors = [
+    IncludeHeaderFooter,
+    InstantiateTests,
+    LockCells,
+    NamedStubs,
+    ClearOutput,
+    CheckCellMetadata,
+    ComputeChecksums,
+    SaveCells,
+    ClearHiddenTests,
+    ClearMarkScheme,
+    ComputeChecksums,
+    CheckCellMetadata,
+]
 
 # --- autograding -----------------------------------------------------------------------------
 # One cell may run for this long before nbgrader interrupts it. Every solution notebook runs in

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kvcourse_grader.course import CommandError, Course
+from kvcourse_grader.stubs import PLAIN_STUB, is_stub_line
 
 __all__ = [
     "DEFAULT_OUT",
@@ -61,9 +62,13 @@ _SKIP_DIRS = {"__pycache__", ".ipynb_checkpoints"}
 #: nbgrader's region markers, as a comment line in a cell or a file.
 _MARKER = re.compile(r"^\s*#+\s*(BEGIN|END)\s+(SOLUTION|HIDDEN TESTS)\b")
 _MARKER_WORDS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
-#: What a release puts where a solution was.
-_STUBS = {"# YOUR CODE HERE", "raise NotImplementedError()", "YOUR ANSWER HERE"}
+#: What a release puts where a solution was (and the raise that names its function, is_stub_line).
+_STUBS = {"# YOUR CODE HERE", PLAIN_STUB, "YOUR ANSWER HERE"}
 _NBGRADER_KEYS = ("grade", "grade_id", "solution", "locked", "points", "task")
+
+
+def _is_stub(line: str) -> bool:
+    return line in _STUBS or is_stub_line(line)
 
 
 @dataclass(frozen=True)
@@ -151,8 +156,8 @@ def _stale(source: list[dict], release: list[dict]) -> str | None:
         if any(_nbgrader(src).get(k) != _nbgrader(rel).get(k) for k in _NBGRADER_KEYS):
             return f"cell {number} has other nbgrader settings (points, grade id, lock)"
         kept = [x.strip() for x in rel.get("source", "").split("\n") if x.strip()]
-        outside = [x for x in _split(src)[0] if x not in _STUBS]
-        if [x for x in kept if x not in _STUBS] != outside:
+        outside = [x for x in _split(src)[0] if not _is_stub(x)]
+        if [x for x in kept if not _is_stub(x)] != outside:
             return f"cell {number} differs"
     return None
 

@@ -166,7 +166,7 @@ def test_no_solution_code_hidden_tests_or_markers_in_it(built):
         source = notebook(root, "solutions", assignment)
         assert not set(hidden_lines(source)) & lines, assignment
         # The lines a solution writes that the notebook has nowhere else (the release keeps all
-        # the rest, and has `raise NotImplementedError()` where a solution was).
+        # the rest, and has `raise NotImplementedError("...")` where a solution was).
         inside, elsewhere = set(), set()
         for cell in source.cells:
             region = False
@@ -176,7 +176,7 @@ def test_no_solution_code_hidden_tests_or_markers_in_it(built):
                 elif line.strip():
                     (inside if region else elsewhere).add(line.strip())
         assert inside - elsewhere and not (inside - elsewhere) & lines, assignment
-        assert release.count("raise NotImplementedError()") >= 1
+        assert release.count("raise NotImplementedError(") >= 1
 
 
 def test_two_builds_are_byte_identical_and_the_manifest_checks_out(built):

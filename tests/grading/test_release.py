@@ -40,7 +40,7 @@ def test_release_has_stubs_and_no_solutions_or_hidden_tests(released, assignment
     text = (released[0] / "notebooks" / assignment / f"{assignment}.ipynb").read_text()
     assert "BEGIN SOLUTION" not in text and "BEGIN HIDDEN TESTS" not in text
     cells = notebook(released[0], "notebooks", assignment).cells
-    stubs = [c for c in cells if c.cell_type == "code" and "NotImplementedError()" in c.source]
+    stubs = [c for c in cells if c.cell_type == "code" and "raise NotImplementedError(" in c.source]
     answers = [
         c for c in notebook(ROOT, "solutions", assignment).cells if "BEGIN SOLUTION" in c.source
     ]
