@@ -6,6 +6,8 @@ checks it makes.
   harness of visible and hidden cells);
 * :mod:`kvcourse.assignment_checks.copy_watch`: how the harness knows a copy of the reference
   (pasted, retyped, rebuilt from its code) and switches it off too;
+* :mod:`kvcourse.assignment_checks.stand_ins`: the harness's own online-softmax step inside a
+  student's blockwise attention, and many calls under it (a2's Part 3b);
 * :mod:`kvcourse.assignment_checks.values`: plain values and failure messages (expected, got,
   hint);
 * :mod:`kvcourse.assignment_checks.readers`: a student's allocator, block table or block manager
