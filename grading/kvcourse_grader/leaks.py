@@ -176,6 +176,7 @@ def hidden_text(nb: NotebookNode) -> HiddenText:
         for line in lines
         if len(line) >= MIN_LINE
         and line not in visible_squeezed
+        and line not in library_lines()  # a traceback through the library shows it too
         and not line.startswith(("import ", "from "))
         and not _NAME_ONLY.fullmatch(line)
     }
@@ -190,15 +191,28 @@ def hidden_text(nb: NotebookNode) -> HiddenText:
 
 
 @functools.cache
+def library_lines() -> frozenset[str]:
+    """Every line of the course library's source, spaces squeezed: a hidden test's line that the
+    library also has (``k = len(parents[0])``) shows in any traceback through the library, so it
+    tells nothing of the tests."""
+    return frozenset(
+        _squeeze(line) for path in _library_files() for line in path.read_text("utf-8").split("\n")
+    )
+
+
+def _library_files() -> list[Path]:
+    spec = importlib.util.find_spec("kvcourse")
+    folders = (spec.submodule_search_locations or []) if spec else []
+    return [path for folder in folders for path in sorted(Path(folder).rglob("*.py"))]
+
+
+@functools.cache
 def library_names() -> frozenset[str]:
     """Every name the course library defines or reads as an attribute (``def fork_sequence``,
     ``pool.num_used``): names a traceback through the library shows, so never a hidden test's."""
-    spec = importlib.util.find_spec("kvcourse")
     found: set[str] = set()
-    for folder in (spec.submodule_search_locations or []) if spec else []:
-        for path in Path(folder).rglob("*.py"):
-            text = path.read_text(encoding="utf-8")
-            found |= set(re.findall(r"(?:\bdef\s+|\.)([A-Za-z_]\w*)", text))
+    for path in _library_files():
+        found |= set(re.findall(r"(?:\bdef\s+|\.)([A-Za-z_]\w*)", path.read_text("utf-8")))
     return frozenset(found)
 
 
