@@ -11,6 +11,7 @@ three parts, and a library reference that must not stand in for the student's ma
 it is called, subclassed, reloaded behind the tests' back or copied function by function.
 """
 
+from kvcourse_grader.leak_samples import leak_samples
 from kvcourse_grader.samples import (
     ANYTHING,
     COPY_TOOLS,
@@ -502,3 +503,9 @@ SAMPLES = {
         passes=(),
     ),
 }
+
+# A student who traces every call from the first solution cell on and prints the record,
+# scrambled, in the last: every hidden cell runs in the grader, so none of it is a hidden test's.
+SAMPLES["leaks_tracer"] = leak_samples("CowBlockManager", "full_copy_tokens", "full_copy_tokens")[
+    "leaks_tracer"
+]

@@ -19,6 +19,7 @@ from kvcourse_grader.samples import (
     WHATEVER,
     Sample,
     basic_samples,
+    pasted_reference,
     raises_first,
     replaced,
     tests_of,
@@ -427,6 +428,23 @@ class MyRadixCache(kvcourse.blocks.RadixCache):
         return self._free
 """
 
+# --- the library's tree pasted into the cell (other file, other lines), and retyped with other
+# names for every argument and variable, given the two attributes the tests read: the watch knows
+# both for copies, in the visible tests as in the hidden ones ------------------------------------
+READ_AS_TESTS_DO = """
+
+MyRadixCache.root = property(lambda self: self._root)
+MyRadixCache.free = property(lambda self: self._free)
+"""
+PASTED = (
+    pasted_reference("kvcourse.blocks.radix_cache", {"RadixCache": "MyRadixCache"})
+    + READ_AS_TESTS_DO
+)
+RETYPED = (
+    pasted_reference("kvcourse.blocks.radix_cache", {"RadixCache": "MyRadixCache"}, retyped=True)
+    + READ_AS_TESTS_DO
+)
+
 # --- a hostile student: always-equal lookups, a forged score and swallowed errors ---------------
 HOSTILE_MATCH = replaced(
     "        return self._walk(tokens, max(len(tokens) - 1, 0))[1]\n",
@@ -525,6 +543,16 @@ SAMPLES = {
     "copycat": Sample(
         about="the library's radix tree under the assignment's name",
         cells={"MyRadixCache": COPYCAT},
+        passes=(),
+    ),
+    "pasted_reference": Sample(
+        about="the library's RadixCache pasted into the cell as MyRadixCache",
+        cells={"MyRadixCache": PASTED},
+        passes=(),
+    ),
+    "retyped_reference": Sample(
+        about="the library's RadixCache retyped with other variable names",
+        cells={"MyRadixCache": RETYPED},
         passes=(),
     ),
     "raises": Sample(

@@ -21,6 +21,9 @@ checks it makes.
 * :mod:`kvcourse.assignment_checks.cow`: a3's checks of a block manager with copy-on-write (the
   sequences it holds, shared state, refused calls), Ex 4's parallel sampling and beam search
   with given parents, on a fresh copy of the sharing cache;
+* :mod:`kvcourse.assignment_checks.cow_programs`: a3's hidden tests' programs of add, fork,
+  append and free played on a student's block manager, read as plain values where the student's
+  code runs, for tests that judge them in the grader;
 * :mod:`kvcourse.assignment_checks.schedulers`: a4's scheduler runs as letters and counters, and
   a student's scheduler with one of its hooks beside the library's others;
 * :mod:`kvcourse.assignment_checks.preemption_runs`: a4's hidden tests' runs of a student's
