@@ -86,8 +86,8 @@ system-packages:
 			"are skipped without them; the grading tests run unsandboxed without bubblewrap)" >&2; \
 	fi
 
-# Pages execute into one cache, _build/.jupyter_cache, shared with the tests' builds; it is dropped
-# whenever anything a page reads changes (book/editions.py: BOOK_INPUTS).
+# Pages execute into one cache, _build/.jupyter_cache, shared with the tests' builds; a page is
+# executed and read again exactly when something it reads changes (book/_ext/page_inputs.py).
 book: venv
 	$(BIN)/python book/editions.py build
 

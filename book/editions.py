@@ -12,19 +12,22 @@ editions read the same execution cache), with each paragraph replaced by its tra
 
 Every build executes pages into one cache, ``_build/.jupyter_cache`` of the checkout, whatever its
 output folder: the tests' fresh builds and ``make book`` run each page once between them. The cache
-knows a page only by its text, so it is dropped whenever anything a page reads changes
-(:data:`BOOK_INPUTS`, fingerprinted in ``_build/.inputs-hash``).
+knows a page only by its text, so a page's record is dropped whenever anything that page reads
+changes (``book/_ext/page_inputs.py``, fingerprinted in ``_build/page-inputs.json``), and the
+same extension makes Sphinx read that page again.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
+import importlib.util
+import json
 import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
+from types import ModuleType
 
 import yaml
 
@@ -32,22 +35,11 @@ ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 LANGUAGE = "zh_CN"
 LOCALE = ROOT / "locale"
+PAGE_INPUTS_MODULE = ROOT / "book" / "_ext" / "page_inputs.py"
 #: Where every build keeps its execution cache and the fingerprint of what the pages read.
 CACHE_HOME = ROOT / "_build"
-#: What the pages read besides their own text: the library, the benchmark results §4 shows, and
-#: what the instructors' page grades (the grader, its configuration and samples, the assignments).
-BOOK_INPUTS = (
-    "lib",
-    "bench/results",
-    "grading/kvcourse_grader",
-    "grading/samples",
-    "grading/student_lab",
-    "grading/nbgrader_config.py",
-    "solutions",
-    "notebooks",
-    "pyproject.toml",
-    "requirements",
-)
+#: Each page's fingerprint of what it read when it was last executed into the cache.
+PAGE_INPUTS = "page-inputs.json"
 CHINESE_TITLE = "KV 缓存管理：PagedAttention 与 Mooncake"
 CHINESE_AUTHOR = "KV 缓存课程作者"
 # Interface words that themes and extensions take from settings rather than from a catalog (the
@@ -60,34 +52,40 @@ CHINESE_INTERFACE = {
 }
 
 
-def inputs_hash() -> str:
-    """A fingerprint of every file in :data:`BOOK_INPUTS` (names and contents)."""
-    digest = hashlib.sha256()
-    for top in BOOK_INPUTS:
-        path = ROOT / top
-        files = sorted(path.rglob("*")) if path.is_dir() else [path]
-        for file in files:
-            parts = file.relative_to(ROOT).parts
-            if not file.is_file() or "__pycache__" in parts or file.suffix == ".pyc":
-                continue
-            if any(part.endswith(".egg-info") for part in parts):
-                continue
-            digest.update(str(file.relative_to(ROOT)).encode() + b"\0" + file.read_bytes())
-    return digest.hexdigest()[:16]
+def _page_inputs() -> ModuleType:
+    """``book/_ext/page_inputs.py``, the book's own extension, loaded by path."""
+    spec = importlib.util.spec_from_file_location("kvcourse_page_inputs", PAGE_INPUTS_MODULE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def _drop_stale_cache(cache_home: Path) -> None:
-    """Drop the execution cache under ``cache_home`` unless it was filled from what the pages
-    read now."""
-    current = inputs_hash()
-    stamp = cache_home / ".inputs-hash"
+def drop_stale_pages(cache_home: Path, root: Path = ROOT) -> list[str]:
+    """Drop from the execution cache under ``cache_home`` the record of every page of the book
+    at ``root`` whose inputs moved since it was executed (``book/_ext/page_inputs.py``); return
+    those pages. The other pages' records stay, so a build re-executes only the pages a change
+    reaches."""
+    current = _page_inputs().page_fingerprints(root)
+    stamp = cache_home / PAGE_INPUTS
+    try:
+        before = json.loads(stamp.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        before = {}
+    stale = sorted(page for page, print_ in current.items() if before.get(page) != print_)
     cache = cache_home / ".jupyter_cache"
-    if not stamp.exists() or stamp.read_text().strip() != current:
-        if cache.exists():
-            print("editions: the library or what a page reads changed: pages will re-execute")
-        shutil.rmtree(cache, ignore_errors=True)
-        stamp.parent.mkdir(parents=True, exist_ok=True)
-        stamp.write_text(current + "\n")
+    if stale and cache.exists():
+        from jupyter_cache import get_cache
+
+        store = get_cache(str(cache))
+        for record in store.list_cache_records():
+            uri = Path(record.uri)
+            page = uri.relative_to(root).as_posix() if uri.is_relative_to(root) else None
+            if page is None or page in stale:  # a page of another checkout: not ours to keep
+                store.remove_cache(record.pk)
+        print(f"editions: {len(stale)} pages will re-execute: {', '.join(stale)}")
+    stamp.parent.mkdir(parents=True, exist_ok=True)
+    stamp.write_text(json.dumps(current, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return stale
 
 
 def edition_config(build: Path, language: str, cache_home: Path, title: str | None = None) -> Path:
@@ -127,7 +125,7 @@ def build(output: Path, cache_home: Path = CACHE_HOME) -> None:
     pages into the cache under ``cache_home`` (default: the checkout's ``_build``)."""
     build_dir = output / "_build"
     strict = ["-W", "-n", "--keep-going"]
-    _drop_stale_cache(cache_home)
+    drop_stale_pages(cache_home)
     start = time.perf_counter()
     english_config = edition_config(build_dir, "en", cache_home)
     _jupyter_book("--config", str(english_config), "--path-output", str(output), *strict)
@@ -148,7 +146,7 @@ def catalogs(output: Path, cache_home: Path = CACHE_HOME) -> None:
     """Extract every page's messages and merge them into ``locale/zh_CN`` (new ones untranslated,
     changed ones fuzzy): the step after any edit of an English page."""
     build_dir = output / "_build"
-    _drop_stale_cache(cache_home)
+    drop_stale_pages(cache_home)
     config = edition_config(build_dir, "en", cache_home)
     extract_root = build_dir / "messages"
     _jupyter_book(

@@ -16,14 +16,16 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the tests' shared helpers (book_pages)
 JUPYTER_BOOK = Path(sys.executable).with_name("jupyter-book")
 EDITIONS = ROOT / "book" / "editions.py"
+PAGE_INPUTS = ROOT / "book" / "_ext" / "page_inputs.py"
 
 
 #: Where the tests build the book, kept between runs: ``make test-e2e`` right after ``make test``
 #: (as CI runs them) reads the book ``make test`` built instead of rendering both editions again.
 TESTS_BOOK = ROOT / "_build" / "tests-book"
 
-#: What the book is made of beyond what ``editions.inputs_hash`` reads (the library, the grader,
-#: the samples, the notebooks ...): its pages, translations, configuration and static files.
+#: What the book is made of beyond what its pages read (``book/_ext/page_inputs.py``: the
+#: library, the grader, the samples, the notebooks ...): its pages, translations, configuration and
+#: static files.
 BOOK_SOURCES = ("book", "locale", "_static", "_config.yml", "_toc.yml")
 
 
@@ -32,11 +34,13 @@ def book_fingerprint() -> str:
     never reused."""
     import hashlib
     import importlib.util
+    import json
 
-    spec = importlib.util.spec_from_file_location("kvcourse_book_editions", EDITIONS)
-    editions = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(editions)
-    digest = hashlib.sha256(editions.inputs_hash().encode())
+    spec = importlib.util.spec_from_file_location("kvcourse_page_inputs", PAGE_INPUTS)
+    page_inputs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(page_inputs)
+    pages = json.dumps(page_inputs.page_fingerprints(ROOT), sort_keys=True)
+    digest = hashlib.sha256(pages.encode())
     for top in BOOK_SOURCES:
         path = ROOT / top
         for file in sorted(path.rglob("*")) if path.is_dir() else [path]:
