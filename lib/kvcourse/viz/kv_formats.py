@@ -61,7 +61,7 @@ def window_memory_plot(
     if not windows:
         raise ValueError("windows must list at least one window size, e.g. (1024, 4096)")
     zoom = windows[0] if zoom_window is None else check_positive_int("zoom_window", zoom_window)
-    fig = Figure(figsize=(9.6, 3.9), layout="constrained")
+    fig = Figure(figsize=(8.6, 3.9), layout="constrained")
     left, right = fig.subplots(1, 2, width_ratios=(1.35, 1))
     gb = per_token * block_size / 1e9  # one block, in GB
     xs = sorted({*range(0, max_len + 1, max(max_len // 512, 1)), max_len})

@@ -24,6 +24,7 @@ from matplotlib.patches import Rectangle
 
 from kvcourse._checks import check_positive_int
 from kvcourse.viz.mooncake_pieces import (
+    DESKTOP_SMALL,
     MOVE,
     MOVE_TEXT,
     MUTED,
@@ -48,9 +49,9 @@ PREFILL_GID = "prefill-instance"
 DECODE_GID = "decode-instance"
 
 # Data units are inches, so a length here is a length on the page.
-_WIDTH = 9.6
-_LEFT, _RIGHT = 0.1, 9.5  # the Messenger and the KV pool span the whole width
-_POOL_W, _GAP = 3.3, 1.6  # a pool's width; the space between the two pools (step 3)
+_WIDTH = 9.55
+_LEFT, _RIGHT = 0.1, 9.4  # the Messenger and the KV pool span the whole width
+_POOL_W, _GAP = 3.45, 1.35  # a pool's width; the space between the two pools (step 3)
 
 
 def _check_instances(name: str, value: object) -> int:
@@ -104,7 +105,7 @@ def mooncake_architecture_figure(
         cx,
         cy - 0.17,
         "picks a prefill and a decode instance per request · replicates or swaps hot KV blocks",
-        size=SMALL,
+        size=DESKTOP_SMALL,
         color=MUTED,
     )
     label(ax, 0.62, cy, "requests")
@@ -123,6 +124,8 @@ def mooncake_architecture_figure(
         rows_y(num_prefill),
         pool,
         PREFILL_GID,
+        width=_POOL_W,
+        small=DESKTOP_SMALL,
     )
     chosen_d = instance_pool(
         ax,
@@ -132,6 +135,8 @@ def mooncake_architecture_figure(
         rows_y(num_decode),
         pool,
         DECODE_GID,
+        width=_POOL_W,
+        small=DESKTOP_SMALL,
     )
     for x in (px + _POOL_W - 0.55, dx + _POOL_W - 0.55):
         arrow(ax, [(x, cond_y - 0.02), (x, pool_y + pool_h + 0.02)], color="0.45", ls="--")
@@ -149,7 +154,7 @@ def mooncake_architecture_figure(
         color=MOVE_TEXT,
     )
     a1 = 2.3  # x of step 1's arrow, over the cached prefix's last block
-    dram_top = kv_pool(ax, kv_y, kv_h, a1)
+    dram_top = kv_pool(ax, kv_y, kv_h, a1, right=_RIGHT, small=DESKTOP_SMALL)
 
     # Steps 1 and 2 between the KV pool and the prefill instance.
     label_y = msg_y + msg_h + 0.25
@@ -165,7 +170,7 @@ def mooncake_architecture_figure(
         label_y,
         "reuse the cached prefix,\nfrom any node",
         ha="right",
-        size=FONT_SIZE - 1,
+        size=FONT_SIZE - 0.5,
     )
     label(
         ax,
@@ -173,7 +178,7 @@ def mooncake_architecture_figure(
         label_y,
         "prefill the rest,\nwrite its KV back",
         ha="left",
-        size=FONT_SIZE - 1,
+        size=FONT_SIZE - 0.5,
     )
 
     # Step 3 across to the decode instance, step 4 out of it.
@@ -186,13 +191,13 @@ def mooncake_architecture_figure(
         (x3a + x3b) / 2,
         y3 + 0.5,
         "KV transfer,\nlayer by layer,\nduring prefill",
-        size=FONT_SIZE - 1,
+        size=FONT_SIZE - 0.5,
     )
-    y4, x4, top4 = chosen_d.get_y() + row_h / 2, pools_right + 0.42, cy - 0.12
+    y4, x4, top4 = chosen_d.get_y() + row_h / 2, pools_right + 0.38, cy - 0.12
     arrow(ax, [(pools_right - 0.1, y4), (x4, y4), (x4, top4)], color=BLUE, lw=2.0)
     mid4 = (y4 + pool_y + pool_h) / 2
     step(ax, x4, mid4, 4, color=BLUE)
-    label(ax, x4 + 0.22, mid4, "decode", ha="left", size=FONT_SIZE - 1)
+    label(ax, x4 + 0.22, mid4, "decode", ha="left", size=FONT_SIZE - 0.5)
     label(ax, x4, top4 + 0.2, "tokens")
     finish_diagram(ax, (0, _WIDTH), (0, height))
     return fig

@@ -32,6 +32,7 @@ __all__ = [
     "MOVE",
     "MOVE_TEXT",
     "MUTED",
+    "DESKTOP_SMALL",
     "SMALL",
     "arrow",
     "box",
@@ -47,8 +48,10 @@ _CELL, _CELL_STEP = 0.2, 0.27  # a block (or a request) drawn inside an instance
 MOVE, MOVE_TEXT = PURPLE, "#6E3F63"
 #: Secondary text.
 MUTED = "0.35"
-#: The size of notes; never under 9 pt.
+#: The size of notes; never under 9 pt. The desktop drawing, shown narrower than it is drawn in
+#: the book's column, takes :data:`DESKTOP_SMALL` so its notes stay above 10 px there.
 SMALL = FONT_SIZE - 1.5
+DESKTOP_SMALL = FONT_SIZE - 0.5
 _CHAIN_TOKENS = list(range(100, 120))  # the request's prompt: 5 blocks of 4 tokens
 
 
@@ -62,15 +65,17 @@ def instance_pool(
     gid: str,
     *,
     width: float = 3.3,
+    small: float = SMALL,
 ) -> Rectangle:
     """One pool ``width`` wide at ``x`` and its instances, one row at each of ``ys`` (``kind``
     "prefill" shows KV blocks, "decode" a batch of requests); ``geometry`` is the row height, the
-    pool's lower edge and its height. Returns the last (the chosen) instance's box."""
+    pool's lower edge and its height; ``small`` is the size of its notes. Returns the last (the
+    chosen) instance's box."""
     row_h, pool_y, pool_h = geometry
     box(ax, x, pool_y, width, pool_h, fc="#F7F7F7", ec="0.4", lw=1.2)
     top = pool_y + pool_h
     label(ax, x + 0.14, top - 0.2, titles[0], ha="left", weight="bold")
-    label(ax, x + 0.14, top - 0.45, titles[1], ha="left", size=SMALL, color=MUTED)
+    label(ax, x + 0.14, top - 0.45, titles[1], ha="left", size=small, color=MUTED)
     boxes = []
     for i, y in enumerate(ys):
         ours = i == len(ys) - 1
@@ -134,10 +139,12 @@ def kv_pool(
     left: float = 0.1,
     right: float = 9.5,
     narrow: bool = False,
+    small: float = SMALL,
 ) -> float:
     """The distributed KV pool from ``left`` to ``right``, ``h`` high at ``y``: its DRAM and SSD
     tiers, the request's chain (3 cached blocks, 2 new) with its 3rd block at ``a1``. ``narrow``
-    puts the note under the title, in two lines. Returns the top of the DRAM row."""
+    puts the note under the title, in two lines; ``small`` is the size of its notes. Returns the
+    top of the DRAM row."""
     ax.add_patch(Rectangle((left, y), right - left, h, fc=light_fill(TEAL), ec=TEAL, lw=1.4))
     label(ax, left + 0.14, y + h - 0.22, "Distributed KV pool", ha="left", weight="bold")
     note = "idle CPU DRAM and SSD of every node · blocks named by chained hashes"
@@ -149,14 +156,14 @@ def kv_pool(
         y + h - (0.62 if narrow else 0.22),
         note,
         ha="left" if narrow else "right",
-        size=SMALL,
+        size=small,
         color=MUTED,
     )
     hashes = [short_hash(b, 4) for b in chained_block_hashes(_CHAIN_TOKENS, 4)]
     dram, ssd = y + 0.78, y + 0.24
     first = a1 - 2 * PITCH - BLOCK_W / 2
     for name, ty in (("DRAM", dram), ("SSD", ssd)):
-        label(ax, left + 0.14, ty + BLOCK_H / 2, name, ha="left", size=SMALL, color=MUTED)
+        label(ax, left + 0.14, ty + BLOCK_H / 2, name, ha="left", size=small, color=MUTED)
     for k in range(int((right - 0.1 - BLOCK_W - first) // PITCH) + 1):
         x = first + k * PITCH
         if k < len(hashes):
@@ -172,7 +179,7 @@ def kv_pool(
                 x + BLOCK_W / 2,
                 dram + BLOCK_H / 2,
                 hashes[k],
-                size=SMALL,
+                size=small,
                 family="monospace",
             )
         if 0 < k < len(hashes):  # the chain: each hash covers its parent's
@@ -234,5 +241,13 @@ def step(ax: Axes, x: float, y: float, number: int, *, color: str = MOVE) -> Tex
     """A step's number in a filled circle, over its arrow."""
     ring = {"boxstyle": "circle,pad=0.25", "fc": color, "ec": "white", "lw": 1.2}
     return label(
-        ax, x, y, str(number), size=FONT_SIZE - 1, weight="bold", color="white", zorder=5, bbox=ring
+        ax,
+        x,
+        y,
+        str(number),
+        size=FONT_SIZE - 0.5,
+        weight="bold",
+        color="white",
+        zorder=5,
+        bbox=ring,
     )

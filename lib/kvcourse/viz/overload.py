@@ -111,7 +111,7 @@ def rejection_bars(
     if phone:
         fig = phone_figure(1.2 + 0.45 * values.size)
     else:
-        fig = Figure(figsize=(8.5, 4.0), layout="constrained")
+        fig = Figure(figsize=(8.1, 4.0), layout="constrained")
     ax = fig.subplots()
     width = 0.8 / len(results)
     x = np.arange(len(groups), dtype=float)

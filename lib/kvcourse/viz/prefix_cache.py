@@ -67,8 +67,10 @@ def chained_hash_figure(
     else:
         label_h = 0.0
         height = len(rows) * (h + gap)
-        xlim, ylim = (-3.2, widest * (w + 0.25)), (gap - 0.65, height + 0.1)
-        width = 1.45 * widest + 1.6
+        # Blocks 0.12 apart and the labels' margin kept short, so that a 5-block row is 8.1 in
+        # wide: shown in the book's 672 px column, its 9 pt tokens stay above 10 px.
+        xlim, ylim = (-2.75, widest * (w + 0.12)), (gap - 0.65, height + 0.1)
+        width = 1.36 * widest + 1.3
         aspect = (ylim[1] - ylim[0]) / (xlim[1] - xlim[0])
         fig = Figure(figsize=(width, width * aspect + 0.15), layout="constrained")
         token_size, hash_size, label_size = fontsize - 2, fontsize - 2, fontsize
@@ -81,7 +83,7 @@ def chained_hash_figure(
             ax.text(-0.25, y + h / 2, label, ha="right", va="center", fontsize=label_size)
         for b in range(-(-len(tokens) // block_size)):
             part = tokens[b * block_size : (b + 1) * block_size]
-            x = b * (w + (0.2 if phone else 0.25))
+            x = b * (w + (0.2 if phone else 0.12))
             full = len(part) == block_size
             same = full and b < len(hashes[0]) and hashes[r][b] == hashes[0][b]
             fill = SHARED if same and r > 0 else ("white" if full else OURS_EMPTY)

@@ -83,7 +83,7 @@ def _draw_tree(ax, root, x0, top, size, per_line):
             ax.plot([cx, ccx], [y - 0.42 if depth else top - 0.1, cy + h], color="0.4", lw=1)
             _box(ax, ccx - w / 2, cy, w, h, child, size)
             center_text(ax, ccx, cy + h / 2, _label(child, per_line), fontsize=size)
-            center_text(ax, ccx, cy - 0.22, _note(child), fontsize=size - 2, color="0.3")
+            center_text(ax, ccx, cy - 0.22, _note(child), fontsize=size - 1, color="0.3")
         return cx
 
     cx = place(root, x0, 0)

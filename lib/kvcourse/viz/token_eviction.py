@@ -94,7 +94,7 @@ def eviction_plot(points: Sequence[EvictionPoint], *, fontsize: float = FONT_SIZ
     cache is the dashed line (KL 0, agreement 1)."""
     if not points:
         raise ValueError("points must hold at least one EvictionPoint (see eviction_sweep)")
-    fig = Figure(figsize=(9.6, 3.7), layout="constrained")
+    fig = Figure(figsize=(8.6, 3.7), layout="constrained")
     left, right = fig.subplots(1, 2)
     budgets = sorted({p.budget for p in points})
     rules = list(dict.fromkeys(p.rule for p in points))
