@@ -10,6 +10,7 @@ Screenshots go to ``_build/test-artifacts/lab/``.
 """
 
 import itertools
+import json
 import os
 import re
 import signal
@@ -123,9 +124,9 @@ SHOW_CELL = """i => {
 }"""
 
 
-def run_notebook(browser, lab, path: str, watch):
-    """Open ``path`` in JupyterLab, run all cells, wait until the kernel is done; return the page,
-    its problems and the cells (type, grade id, outputs)."""
+def open_notebook(browser, lab, path: str, watch):
+    """Open ``path`` in JupyterLab and wait until its kernel is idle; return the page and its
+    problems."""
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     problems = watch(page)
     # A workspace of its own, so JupyterLab does not reopen the notebooks of earlier tests.
@@ -138,6 +139,13 @@ def run_notebook(browser, lab, path: str, watch):
         arg=path,
         timeout=90000,
     )
+    return page, problems
+
+
+def run_notebook(browser, lab, path: str, watch):
+    """Open ``path`` in JupyterLab, run all cells, wait until the kernel is done; return the page,
+    its problems and the cells (type, grade id, outputs)."""
+    page, problems = open_notebook(browser, lab, path, watch)
     # The command's promise settles when the last cell has run (or the first error stopped it).
     page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
     page.wait_for_function(
@@ -186,6 +194,24 @@ def test_released_notebook_fails_first_in_the_students_own_code(
     )
     assert not [m for m in problems.messages if "api/" not in m], problems.messages
     page.close()
+
+
+def test_a_notebook_opens_as_saved(browser, lab, watch):
+    """Opening a notebook and starting its kernel changes nothing a student would have to save
+    (grading/student_lab/jupyter_server_config.py fills in the language the kernel reports), and
+    the file on disk stays as released."""
+    assignment = ASSIGNMENTS[-1]
+    path = f"released/{assignment}/{assignment}.ipynb"
+    page, _ = open_notebook(browser, lab, path, watch)
+    page.wait_for_timeout(2000)  # the kernel's info arrives after it is idle
+    dirty = page.evaluate("() => window.jupyterapp.shell.currentWidget.context.model.dirty")
+    title = page.evaluate("() => window.jupyterapp.shell.currentWidget.title.className")
+    # The file on disk, read as text (not as a notebook, which the lab would fill in).
+    raw = page.request.get(f"{lab}/api/contents/{path}?type=file&format=text&content=1")
+    on_disk = json.loads(raw.json()["content"])
+    page.close()
+    assert not dirty and "jp-mod-dirty" not in title, f"{path} opened marked unsaved"
+    assert on_disk["metadata"]["language_info"] == {"name": "python"}, "the file was rewritten"
 
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)

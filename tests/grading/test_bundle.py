@@ -114,6 +114,7 @@ def test_bundle_holds_the_releases_the_library_and_nothing_else(built):
     assert "lib/kvcourse/data/mooncake/conversation_trace.jsonl.gz" in library
     assert {name for name in inside if name.startswith("lab/")} == {
         "lab/jupyter_server_config.json",
+        "lab/jupyter_server_config.py",
         "lab/labconfig/page_config.json",
         "lab/labconfig/default_setting_overrides.json",
     }
