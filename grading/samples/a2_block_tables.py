@@ -735,6 +735,6 @@ SAMPLES = {
 }
 # A correct student who stashes the frames that call online_softmax_update and prints them,
 # base64-encoded: the hidden tests call it from the grader, so no frame of theirs is there.
-SAMPLES["leaks_callers"] = leak_samples(
-    "online_softmax_update", "blockwise_attention", "online_softmax_update"
-)["leaks_callers"]
+# And one who traces every call from the first solution cell on, printed scrambled in the last.
+LEAKS = leak_samples("online_softmax_update", "blockwise_attention", "online_softmax_update")
+SAMPLES.update({name: LEAKS[name] for name in ("leaks_callers", "leaks_tracer")})

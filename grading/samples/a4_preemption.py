@@ -428,4 +428,6 @@ SAMPLES = {
     ),
 }
 # A correct student who stashes the hidden tests' frames and prints them, base64-encoded.
-SAMPLES["leaks_callers"] = leak_samples("ex6", "MyScheduler", "swap_out_seconds")["leaks_callers"]
+# And one who traces every call from the first solution cell on, printed scrambled in the last.
+LEAKS = leak_samples("ex6", "MyScheduler", "swap_out_seconds")
+SAMPLES.update({name: LEAKS[name] for name in ("leaks_callers", "leaks_tracer")})
